@@ -1,0 +1,1 @@
+//! The cluster tier of tiers.

@@ -1,0 +1,563 @@
+//! The thread pool: pinned workers that run SPMD regions and parallel loops.
+//!
+//! A region is OpenMP's `parallel`: the same closure runs on every worker with its index. The
+//! calling thread takes part as worker 0 (so a region costs one broadcast and one gather, and a
+//! pool of n threads keeps n cores busy, not n + 1); workers 1..n are threads of the pool,
+//! pinned by the [`Placement`]. Between regions workers wait under the pool's [`WaitPolicy`].
+//!
+//! A panic in any worker is caught, the region still completes on the other workers, and the
+//! first panic is resumed on the caller: the pool stays usable.
+
+mod schedule;
+
+pub use schedule::{partition, partition_range, Schedule};
+
+use crate::barrier::{Barrier, BarrierKind};
+use crate::padded::CachePadded;
+use crate::placement::{oversubscribed, Placement};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use crate::topology::Topology;
+use crate::wait::{reached, Signal, WaitPolicy};
+use core::cell::Cell;
+use core::ops::Range;
+use std::any::Any;
+use std::fmt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+std::thread_local! {
+    /// (pool id, worker index) of the calling thread while it works for a pool.
+    static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+}
+
+static NEXT_POOL_ID: AtomicUsize = AtomicUsize::new(1);
+
+/// The index of the calling thread in the pool it is working for, if any.
+pub fn current_worker() -> Option<usize> {
+    CURRENT.with(|c| c.get().map(|(_, i)| i))
+}
+
+/// Why a pool could not be built.
+#[derive(Debug)]
+pub enum PoolError {
+    /// `threads(0)`.
+    ZeroThreads,
+    /// The operating system refused a thread.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolError::ZeroThreads => {
+                f.write_str("a pool needs at least one thread (threads(0) was asked for)")
+            }
+            PoolError::Spawn(e) => write!(f, "could not start a pool thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
+
+/// Configures a [`Pool`].
+#[derive(Clone, Debug)]
+pub struct PoolBuilder {
+    threads: Option<usize>,
+    placement: Placement,
+    wait: WaitPolicy,
+    barrier: BarrierKind,
+    pin_caller: bool,
+    warn: bool,
+    name: String,
+}
+
+impl Default for PoolBuilder {
+    fn default() -> Self {
+        PoolBuilder {
+            threads: None,
+            placement: Placement::Compact,
+            wait: WaitPolicy::Auto,
+            barrier: BarrierKind::Adaptive,
+            pin_caller: false,
+            warn: true,
+            name: "tiers".into(),
+        }
+    }
+}
+
+impl PoolBuilder {
+    /// Number of workers, the caller included (default: the processors in the affinity mask).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = Some(n);
+        self
+    }
+    /// Where workers run (default compact).
+    pub fn placement(mut self, p: Placement) -> Self {
+        self.placement = p;
+        self
+    }
+    /// How idle workers and the region's gather wait (default adaptive).
+    pub fn wait(mut self, w: WaitPolicy) -> Self {
+        self.wait = w;
+        self
+    }
+    /// Which barrier [`Worker::barrier`] uses (default adaptive).
+    pub fn barrier(mut self, b: BarrierKind) -> Self {
+        self.barrier = b;
+        self
+    }
+    /// Also pin the calling thread to worker 0's processor at its first region (default: the
+    /// caller's affinity is left alone).
+    pub fn pin_caller(mut self, yes: bool) -> Self {
+        self.pin_caller = yes;
+        self
+    }
+    /// Print a warning when threads outnumber hardware threads (default yes).
+    pub fn warn_oversubscription(mut self, yes: bool) -> Self {
+        self.warn = yes;
+        self
+    }
+    /// Thread name prefix (default `tiers`).
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = n.into();
+        self
+    }
+
+    /// Starts the pool.
+    pub fn build(self) -> Result<Pool, PoolError> {
+        let topo = Topology::get();
+        let n = match self.threads {
+            Some(0) => return Err(PoolError::ZeroThreads),
+            Some(n) => n,
+            None => topo.affinity.len().max(1),
+        };
+        if self.warn {
+            if let Some(w) = oversubscribed(n, topo) {
+                eprintln!("{w}");
+            }
+        }
+        let cpus = self.placement.cpus(n, topo);
+        let mut pool = Pool {
+            inner: Arc::new(Inner::new(n, self.wait, self.barrier, &cpus)),
+            handles: Vec::new(),
+            cpus,
+            region: Mutex::new(()),
+            caller_pinned: AtomicBool::new(false),
+            config: self,
+        };
+        pool.start()?;
+        Ok(pool)
+    }
+}
+
+type Job<'a> = dyn Fn(&Worker<'_>) + Sync + 'a;
+
+struct Inner {
+    id: usize,
+    n: usize,
+    wait: WaitPolicy,
+    /// Region number; a bump with no job is a control event (stop, suspend, resume).
+    epoch: CachePadded<Signal>,
+    /// Points at a `&Job` on the region caller's stack, valid from the epoch bump until every
+    /// worker reported done; null for control events.
+    job: AtomicPtr<()>,
+    /// `done[i]`: the last region worker i finished.
+    done: Box<[CachePadded<Signal>]>,
+    stop: AtomicBool,
+    suspended: AtomicBool,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    barrier: Box<dyn Barrier>,
+}
+
+impl Inner {
+    fn new(n: usize, wait: WaitPolicy, barrier: BarrierKind, cpus: &[usize]) -> Inner {
+        Inner {
+            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            n,
+            wait,
+            epoch: CachePadded::new(Signal::new(0)),
+            job: AtomicPtr::new(core::ptr::null_mut()),
+            done: (0..n).map(|_| CachePadded::new(Signal::new(0))).collect(),
+            stop: AtomicBool::new(false),
+            suspended: AtomicBool::new(false),
+            panic: Mutex::new(None),
+            barrier: barrier.build(n, (!cpus.is_empty()).then_some(cpus)),
+        }
+    }
+
+    /// Publishes a new epoch; waiters may be asleep whatever the policy (suspension), so this
+    /// always uses the waking form.
+    fn bump(&self) -> u32 {
+        let e = self.epoch.get().wrapping_add(1);
+        self.epoch.set(e, WaitPolicy::Park);
+        e
+    }
+
+    fn record_panic(&self, p: Box<dyn Any + Send>) {
+        let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(p);
+        }
+    }
+}
+
+/// What a region's closure gets: its worker index, the team size, and the team barrier.
+pub struct Worker<'a> {
+    index: usize,
+    inner: &'a Inner,
+}
+
+impl Worker<'_> {
+    /// This worker's index, `0..count()`; the caller is 0.
+    #[inline(always)]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    /// Number of workers in the region.
+    #[inline(always)]
+    pub fn count(&self) -> usize {
+        self.inner.n
+    }
+    /// Waits until every worker of the region reached this barrier. Returns true on one worker.
+    #[inline]
+    pub fn barrier(&self) -> bool {
+        self.inner.barrier.wait(self.index)
+    }
+    /// This worker's static share of `range` (row-block partition).
+    #[inline]
+    pub fn static_range(&self, range: &Range<usize>) -> Range<usize> {
+        partition_range(range, self.inner.n, self.index)
+    }
+}
+
+/// A pool of pinned worker threads.
+pub struct Pool {
+    inner: Arc<Inner>,
+    handles: Vec<JoinHandle<()>>,
+    cpus: Vec<usize>,
+    /// Serialises regions started from different threads.
+    region: Mutex<()>,
+    caller_pinned: AtomicBool,
+    config: PoolBuilder,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("threads", &self.inner.n)
+            .field("cpus", &self.cpus)
+            .field("wait", &self.inner.wait)
+            .field("running", &self.is_running())
+            .finish()
+    }
+}
+
+impl Pool {
+    /// A builder with the defaults: all allowed processors, compact placement, adaptive waiting.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+
+    /// A pool of `n` threads with the default settings.
+    pub fn new(n: usize) -> Result<Pool, PoolError> {
+        Pool::builder().threads(n).build()
+    }
+
+    /// Number of workers, the caller included.
+    pub fn threads(&self) -> usize {
+        self.inner.n
+    }
+
+    /// The processor of each worker (empty when placement is `None`).
+    pub fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+
+    /// The wait policy.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.inner.wait
+    }
+
+    /// Whether the worker threads are running (not stopped).
+    pub fn is_running(&self) -> bool {
+        self.inner.n == 1 || !self.handles.is_empty()
+    }
+
+    /// Starts the worker threads (after [`Pool::stop`]; `build` already starts them).
+    pub fn start(&mut self) -> Result<(), PoolError> {
+        if !self.handles.is_empty() {
+            return Ok(());
+        }
+        if Arc::strong_count(&self.inner) > 1 || self.inner.stop.load(Ordering::Acquire) {
+            // Threads of an earlier run may still hold the old state; start from a fresh one.
+            self.inner = Arc::new(Inner::new(
+                self.inner.n,
+                self.config.wait,
+                self.config.barrier,
+                &self.cpus,
+            ));
+        }
+        let first = self.inner.epoch.get();
+        for i in 1..self.inner.n {
+            let inner = self.inner.clone();
+            let cpu = self.cpus.get(i).copied();
+            let h = std::thread::Builder::new()
+                .name(format!("{}-{i}", self.config.name))
+                .spawn(move || worker_main(inner, i, cpu, first))
+                .map_err(PoolError::Spawn);
+            match h {
+                Ok(h) => self.handles.push(h),
+                Err(e) => {
+                    self.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops and joins the worker threads. The pool can be started again with [`Pool::start`].
+    pub fn stop(&mut self) {
+        if self.handles.is_empty() {
+            return;
+        }
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.bump();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    /// Lets idle workers sleep in the kernel whatever the wait policy, so a pool that is not
+    /// needed for a while burns no CPU. Regions still run (they wake the workers, who go back
+    /// to sleep afterwards) until [`Pool::resume`].
+    pub fn suspend(&self) {
+        let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
+        self.inner.suspended.store(true, Ordering::Release);
+        self.inner.bump();
+    }
+
+    /// Ends a [`Pool::suspend`]: idle workers wait under the pool's policy again.
+    pub fn resume(&self) {
+        let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
+        self.inner.suspended.store(false, Ordering::Release);
+        self.inner.bump();
+    }
+
+    /// Whether the pool is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.inner.suspended.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` on every worker (SPMD, OpenMP's `parallel`), the caller as worker 0, and
+    /// returns when all are done. A panic on any worker is re-raised here after the others
+    /// finished. Regions started from several threads run one after another. Starting a region
+    /// of a pool from inside one of its own regions panics.
+    pub fn spmd<F>(&self, f: F)
+    where
+        F: Fn(&Worker<'_>) + Sync,
+    {
+        let inner = &*self.inner;
+        if let Some((id, _)) = CURRENT.with(|c| c.get()) {
+            assert!(
+                id != inner.id,
+                "tiers: a pool region cannot start another region of the same pool"
+            );
+        }
+        assert!(
+            self.is_running(),
+            "tiers: the pool is stopped; call start() first"
+        );
+        let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
+        if self.config.pin_caller && !self.caller_pinned.swap(true, Ordering::Relaxed) {
+            if let Some(&c) = self.cpus.first() {
+                let _ = crate::affinity::set(&[c]);
+            }
+        }
+        let job: &Job<'_> = &f;
+        // Workers read the pointer after the epoch bump (Release/Acquire); it points at `job`
+        // on this stack frame, which does not return or unwind before every worker has
+        // reported done for this epoch, after which no worker touches it again.
+        inner
+            .job
+            .store(&job as *const &Job<'_> as *mut (), Ordering::Relaxed);
+        let e = inner.bump();
+
+        let prev = CURRENT.with(|c| c.replace(Some((inner.id, 0))));
+        let mine = catch_unwind(AssertUnwindSafe(|| f(&Worker { index: 0, inner })));
+        CURRENT.with(|c| c.set(prev));
+        for i in 1..inner.n {
+            inner.done[i].wait_until(inner.wait, |v| reached(v, e));
+        }
+        inner.job.store(core::ptr::null_mut(), Ordering::Relaxed);
+        let theirs = inner.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Err(p) = mine {
+            resume_unwind(p);
+        }
+        if let Some(p) = theirs {
+            resume_unwind(p);
+        }
+    }
+
+    /// Calls `f(i)` for every `i` in `range`, shared among the workers by `schedule`.
+    pub fn for_each<F>(&self, range: Range<usize>, schedule: Schedule, f: F)
+    where
+        F: Fn(usize) + Sync,
+    {
+        self.for_each_range(range, schedule, |r| r.for_each(&f));
+    }
+
+    /// Calls `f` with contiguous sub-ranges of `range` that together cover it exactly once:
+    /// one per worker (static), blocks of b (blocked) or chunks (dynamic).
+    pub fn for_each_range<F>(&self, range: Range<usize>, schedule: Schedule, f: F)
+    where
+        F: Fn(Range<usize>) + Sync,
+    {
+        if range.is_empty() {
+            return;
+        }
+        if self.inner.n == 1 {
+            return f(range);
+        }
+        let next = CachePadded::new(AtomicUsize::new(range.start));
+        self.spmd(|w| run_schedule(w.index(), w.count(), &range, schedule, &next, &f));
+    }
+
+    /// A parallel map-reduce: each worker folds `map` over its sub-ranges into its own partial
+    /// (starting from `identity()`), then the partials are combined in worker order, so a static
+    /// schedule gives the same result on every run with the same number of threads.
+    pub fn reduce<T, I, M, C>(
+        &self,
+        range: Range<usize>,
+        schedule: Schedule,
+        identity: I,
+        map: M,
+        combine: C,
+    ) -> T
+    where
+        T: Send,
+        I: Fn() -> T + Sync,
+        M: Fn(Range<usize>) -> T + Sync,
+        C: Fn(T, T) -> T + Sync,
+    {
+        let partials: Vec<Mutex<Option<T>>> = (0..self.inner.n).map(|_| Mutex::new(None)).collect();
+        let next = CachePadded::new(AtomicUsize::new(range.start));
+        let body = |w: &Worker<'_>| {
+            let acc = core::cell::RefCell::new(Some(identity()));
+            if !range.is_empty() {
+                run_schedule(
+                    w.index(),
+                    w.count(),
+                    &range,
+                    schedule,
+                    &next,
+                    &|r: Range<usize>| {
+                        let part = map(r);
+                        let mut a = acc.borrow_mut();
+                        let prev = a.take().expect("accumulator present");
+                        *a = Some(combine(prev, part));
+                    },
+                );
+            }
+            *partials[w.index()]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = acc.into_inner();
+        };
+        if self.inner.n == 1 {
+            body(&Worker {
+                index: 0,
+                inner: &self.inner,
+            });
+        } else {
+            self.spmd(body);
+        }
+        partials
+            .into_iter()
+            .filter_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .reduce(&combine)
+            .unwrap_or_else(identity)
+    }
+}
+
+/// The loop driver shared by `for_each_range` and `reduce`.
+#[inline]
+fn run_schedule(
+    me: usize,
+    n: usize,
+    range: &Range<usize>,
+    schedule: Schedule,
+    next: &AtomicUsize,
+    f: &(impl Fn(Range<usize>) + ?Sized),
+) {
+    match schedule {
+        Schedule::Static => {
+            let r = partition_range(range, n, me);
+            if !r.is_empty() {
+                f(r);
+            }
+        }
+        Schedule::Blocked(b) => {
+            let b = b.max(1);
+            let mut start = range.start + me * b;
+            while start < range.end {
+                f(start..(start + b).min(range.end));
+                start = start.saturating_add(n * b);
+            }
+        }
+        Schedule::Dynamic(c) => {
+            let c = c.max(1);
+            loop {
+                let start = next.fetch_add(c, Ordering::Relaxed);
+                if start >= range.end {
+                    break;
+                }
+                f(start..(start + c).min(range.end));
+            }
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn worker_main(inner: Arc<Inner>, index: usize, cpu: Option<usize>, first_epoch: u32) {
+    if let Some(c) = cpu {
+        if let Err(e) = crate::affinity::set(&[c]) {
+            eprintln!("tiers: warning: could not pin worker {index} to cpu {c}: {e}");
+        }
+    }
+    CURRENT.with(|c| c.set(Some((inner.id, index))));
+    let mut seen = first_epoch;
+    loop {
+        let policy = if inner.suspended.load(Ordering::Acquire) {
+            WaitPolicy::Park
+        } else {
+            inner.wait
+        };
+        let e = inner.epoch.wait_until(policy, |v| v != seen);
+        seen = e;
+        if inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let job = inner.job.load(Ordering::Relaxed) as *const &Job<'_>;
+        if job.is_null() {
+            continue; // a control event
+        }
+        // SAFETY: the region's caller keeps the closure (and the reference to it) alive until
+        // we set done[index] below; see `Pool::spmd`.
+        let job: &Job<'_> = unsafe { *job };
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
+            job(&Worker {
+                index,
+                inner: &inner,
+            })
+        })) {
+            inner.record_panic(p);
+        }
+        inner.done[index].set(e, inner.wait);
+    }
+}

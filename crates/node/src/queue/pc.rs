@@ -1,0 +1,338 @@
+//! The multi-producer single-consumer queue made of one SPSC ring per producer.
+
+use super::spsc::Ring;
+use super::Full;
+use crate::futex;
+use crate::sync::{fence, spin_hint, Arc, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+struct Shared<T> {
+    /// Registered rings, `count` of them; each pointer comes from `Arc::into_raw`.
+    rings: Box<[AtomicPtr<Ring<T>>]>,
+    count: AtomicUsize,
+    capacity: usize,
+    /// Serialises registration (rare; never on the message path).
+    register: std::sync::Mutex<()>,
+    /// Bumped by notifying senders; the consumer sleeps on it.
+    bell: AtomicU32,
+    /// The consumer is (about to be) asleep.
+    sleeping: AtomicU32,
+    /// Makes `Shared<T>` Send/Sync exactly when rings of `T` are (when `T: Send`).
+    _rings: core::marker::PhantomData<Ring<T>>,
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        let n = self.count.load(Ordering::Relaxed);
+        for slot in &self.rings[..n] {
+            // SAFETY: each registered pointer came from Arc::into_raw and is released once, here.
+            unsafe { drop(Arc::from_raw(slot.load(Ordering::Relaxed) as *const Ring<T>)) };
+        }
+    }
+}
+
+/// A multi-producer single-consumer queue: one lock-free SPSC ring per producer.
+///
+/// The `PcQueue` value is the consumer; [`PcQueue::sender`] registers a producer, and cloning
+/// a [`PcSender`] registers another, so every producing thread owns its ring. Messages from one
+/// sender arrive in the order sent; messages from different senders interleave.
+pub struct PcQueue<T> {
+    shared: Arc<Shared<T>>,
+    /// Ring to poll first next time (round-robin fairness).
+    start: usize,
+}
+
+/// A producer of a [`PcQueue`]: owns one ring. Clone it to get another producer (another ring).
+pub struct PcSender<T> {
+    shared: Arc<Shared<T>>,
+    ring: Arc<Ring<T>>,
+}
+
+/// The default ring capacity per producer.
+pub const DEFAULT_CAPACITY: usize = 1024;
+/// The default maximum number of producers.
+pub const DEFAULT_MAX_PRODUCERS: usize = 256;
+
+impl<T: Send> PcQueue<T> {
+    /// A queue whose producers each get a ring of `capacity` messages (rounded up to a power of
+    /// two), for up to [`DEFAULT_MAX_PRODUCERS`] producers.
+    pub fn new(capacity: usize) -> Self {
+        Self::with_max_producers(capacity, DEFAULT_MAX_PRODUCERS)
+    }
+
+    /// As [`PcQueue::new`], for up to `max_producers` producers.
+    pub fn with_max_producers(capacity: usize, max_producers: usize) -> Self {
+        assert!(
+            max_producers > 0,
+            "tiers: a queue needs room for at least one producer"
+        );
+        assert!(
+            capacity > 0,
+            "tiers: a queue needs a capacity of at least 1"
+        );
+        PcQueue {
+            shared: Arc::new(Shared {
+                rings: (0..max_producers)
+                    .map(|_| AtomicPtr::new(core::ptr::null_mut()))
+                    .collect(),
+                count: AtomicUsize::new(0),
+                capacity,
+                register: std::sync::Mutex::new(()),
+                bell: AtomicU32::new(0),
+                sleeping: AtomicU32::new(0),
+                _rings: core::marker::PhantomData,
+            }),
+            start: 0,
+        }
+    }
+
+    /// Registers a new producer. Panics when the queue already has its maximum number of
+    /// producers (every sender ever made counts, dropped or not).
+    pub fn sender(&self) -> PcSender<T> {
+        register(&self.shared)
+    }
+
+    /// Registered producers.
+    pub fn producers(&self) -> usize {
+        self.shared.count.load(Ordering::Acquire)
+    }
+
+    /// Takes one message, if any.
+    #[inline]
+    pub fn try_pop(&mut self) -> Option<T> {
+        let mut out = None;
+        self.drain(1, |v| out = Some(v));
+        out
+    }
+
+    /// Hands up to `max` waiting messages to `f`, visiting the producers round-robin and
+    /// taking each producer's messages as one batch. Returns how many were taken.
+    #[inline]
+    pub fn drain(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
+        let n = self.shared.count.load(Ordering::Acquire);
+        let mut taken = 0;
+        for k in 0..n {
+            if taken >= max {
+                break;
+            }
+            let mut i = self.start + k;
+            if i >= n {
+                i -= n;
+            }
+            let ring = self.shared.rings[i].load(Ordering::Acquire);
+            // SAFETY: registered rings stay alive as long as `shared`; `&mut self` makes this
+            // the only consumer.
+            taken += unsafe { (*ring).drain(max - taken, &mut f) };
+        }
+        if n > 0 {
+            self.start = if self.start + 1 >= n {
+                0
+            } else {
+                self.start + 1
+            };
+        }
+        taken
+    }
+
+    /// Waits up to `timeout` for a message: spins briefly, then sleeps. A sleeping consumer is
+    /// woken at once by [`PcSender::push_notify`]; plain pushes are noticed within a millisecond.
+    pub fn pop_timeout(&mut self, timeout: Duration) -> Option<T> {
+        for _ in 0..256 {
+            if let Some(v) = self.try_pop() {
+                return Some(v);
+            }
+            spin_hint();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let bell = self.shared.bell.load(Ordering::Acquire);
+            self.shared.sleeping.store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if let Some(v) = self.try_pop() {
+                self.shared.sleeping.store(0, Ordering::Relaxed);
+                return Some(v);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.shared.sleeping.store(0, Ordering::Relaxed);
+                return None;
+            }
+            futex::wait(
+                &self.shared.bell,
+                bell,
+                Some((deadline - now).min(Duration::from_millis(1))),
+            );
+            self.shared.sleeping.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Messages waiting now (a snapshot).
+    pub fn len(&self) -> usize {
+        let n = self.shared.count.load(Ordering::Acquire);
+        // SAFETY: registered rings live as long as `shared`.
+        (0..n)
+            .map(|i| unsafe { (*self.shared.rings[i].load(Ordering::Acquire)).len() })
+            .sum()
+    }
+
+    /// No message is waiting now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn register<T: Send>(shared: &Arc<Shared<T>>) -> PcSender<T> {
+    let _g = shared.register.lock().unwrap_or_else(|e| e.into_inner());
+    let n = shared.count.load(Ordering::Relaxed);
+    assert!(
+        n < shared.rings.len(),
+        "tiers: PcQueue made for {} producers got one more",
+        shared.rings.len()
+    );
+    let ring = Arc::new(Ring::new(shared.capacity));
+    shared.rings[n].store(
+        Arc::into_raw(ring.clone()) as *mut Ring<T>,
+        Ordering::Release,
+    );
+    shared.count.store(n + 1, Ordering::Release);
+    PcSender {
+        shared: shared.clone(),
+        ring,
+    }
+}
+
+impl<T: Send> PcSender<T> {
+    /// Appends `value` to this producer's ring, or gives it back if the ring is full.
+    #[inline]
+    pub fn try_push(&mut self, value: T) -> Result<(), Full<T>> {
+        // SAFETY: each sender owns its ring; `&mut self` makes this the only producer.
+        unsafe { self.ring.push(value) }
+    }
+
+    /// Appends `value`, waiting (spinning, then yielding) while the ring is full.
+    #[inline]
+    pub fn push(&mut self, mut value: T) {
+        let mut spins = 0u32;
+        loop {
+            match self.try_push(value) {
+                Ok(()) => return,
+                Err(Full(v)) => value = v,
+            }
+            spins += 1;
+            if spins < 64 {
+                spin_hint();
+            } else {
+                crate::sync::yield_now();
+            }
+        }
+    }
+
+    /// As [`PcSender::try_push`], and wakes the consumer if it sleeps in
+    /// [`PcQueue::pop_timeout`]. Costs a full fence more than `try_push`.
+    #[inline]
+    pub fn push_notify(&mut self, value: T) -> Result<(), Full<T>> {
+        self.try_push(value)?;
+        fence(Ordering::SeqCst);
+        if self.shared.sleeping.load(Ordering::SeqCst) != 0 {
+            self.shared.bell.fetch_add(1, Ordering::Release);
+            futex::wake(&self.shared.bell, 1);
+        }
+        Ok(())
+    }
+}
+
+impl<T: Send> Clone for PcSender<T> {
+    /// Registers another producer with its own ring.
+    fn clone(&self) -> Self {
+        register(&self.shared)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_producer_order_and_nothing_lost() {
+        const P: usize = 6; // more producers than cores
+        const N: u64 = 100_000;
+        let mut q = PcQueue::<(usize, u64)>::new(128);
+        let tx = q.sender();
+        let hs: Vec<_> = (0..P)
+            .map(|p| {
+                let mut tx = tx.clone();
+                std::thread::spawn(move || {
+                    for i in 0..N {
+                        tx.push((p, i));
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut next = [0u64; P];
+        let mut got = 0;
+        while got < P as u64 * N {
+            got += q.drain(usize::MAX, |(p, i)| {
+                assert_eq!(i, next[p], "producer {p} out of order");
+                next[p] += 1;
+            }) as u64;
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(next.iter().all(|&n| n == N));
+        assert_eq!(q.producers(), P + 1);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn full_ring_is_reported() {
+        let q = PcQueue::<u8>::new(2);
+        let mut tx = q.sender();
+        tx.try_push(1).unwrap();
+        tx.try_push(2).unwrap();
+        assert_eq!(tx.try_push(3), Err(Full(3)));
+        // Another producer has its own room.
+        let mut tx2 = tx.clone();
+        tx2.try_push(4).unwrap();
+        assert_eq!(q.len(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "made for 2 producers got one more")]
+    fn too_many_producers_panics() {
+        let q = PcQueue::<u8>::with_max_producers(4, 2);
+        let _a = q.sender();
+        let _b = q.sender();
+        let _c = q.sender();
+    }
+
+    #[test]
+    fn sleeping_consumer_is_woken_and_times_out() {
+        let mut q = PcQueue::<u32>::new(4);
+        let t0 = Instant::now();
+        assert_eq!(q.pop_timeout(Duration::from_millis(20)), None);
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        let mut tx = q.sender();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            tx.push_notify(7).unwrap();
+            tx
+        });
+        assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(7));
+        let mut tx = h.join().unwrap();
+        tx.try_push(8).unwrap();
+        assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(8));
+    }
+
+    #[test]
+    fn dropping_the_queue_drops_pending_messages() {
+        let v = std::sync::Arc::new(());
+        let q = PcQueue::new(8);
+        let mut tx = q.sender();
+        tx.try_push(v.clone()).unwrap();
+        drop(q);
+        drop(tx);
+        assert_eq!(std::sync::Arc::strong_count(&v), 1);
+    }
+}

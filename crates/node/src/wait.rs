@@ -1,0 +1,207 @@
+//! How a thread waits for another: the wait policies of the node tier and the one primitive,
+//! [`Signal`], that every waiting structure (barriers, pool wake-up) is built from.
+//!
+//! MCTP's lesson (seed 004) is that no single way of waiting wins: busy spinning answers
+//! fastest but burns a core and the memory bus, PAUSE-spinning is nearly as fast and kinder to
+//! a sibling hyperthread, and sleeping in the kernel costs microseconds but frees the core when
+//! arrival times differ by milliseconds. The adaptive policy spins briefly, then sleeps.
+
+use crate::futex;
+use crate::sync::{spin_hint, yield_now, AtomicU32, Ordering};
+
+/// How a waiting thread passes the time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+pub enum WaitPolicy {
+    /// Busy-wait on the word (the "active" wait): lowest latency, burns the core.
+    Spin,
+    /// Busy-wait with a PAUSE instruction in the loop (the "passive" wait).
+    Pause,
+    /// Sleep in the kernel at once (the "relaxed" wait): frees the core, costs a wake-up.
+    Park,
+    /// Spin with PAUSE for a while, yield a few times, then sleep. The default.
+    #[default]
+    Auto,
+}
+
+/// PAUSE-spins before an adaptive waiter starts yielding (a few tens of microseconds).
+pub(crate) const AUTO_SPINS: u32 = 1 << 12;
+/// Spinning waiters yield once every this many polls, so that when threads outnumber cores
+/// the thread they wait for gets to run (a no-op cost when each thread has its core).
+pub(crate) const OVERSUBSCRIBED_YIELD: u32 = 1 << 14;
+/// Yields before an adaptive waiter goes to sleep.
+pub(crate) const AUTO_YIELDS: u32 = 8;
+
+impl WaitPolicy {
+    /// Whether a waiter under this policy may sleep in the kernel, so that whoever changes the
+    /// word it watches must be ready to wake it.
+    #[inline(always)]
+    pub fn may_park(self) -> bool {
+        matches!(self, WaitPolicy::Park | WaitPolicy::Auto)
+    }
+
+    /// Parses `spin`, `pause`, `park` or `auto`.
+    pub fn parse(s: &str) -> Option<WaitPolicy> {
+        Some(match s {
+            "spin" | "active" => WaitPolicy::Spin,
+            "pause" | "passive" => WaitPolicy::Pause,
+            "park" | "relaxed" | "sleep" => WaitPolicy::Park,
+            "auto" | "adaptive" => WaitPolicy::Auto,
+            _ => return None,
+        })
+    }
+}
+
+/// A 31-bit value that one thread publishes and others wait on, with a sleeping waiter
+/// announced in bit 0 so that the publisher pays for a wake-up system call only when someone
+/// actually sleeps.
+#[derive(Debug)]
+pub(crate) struct Signal(AtomicU32);
+
+const SLEEPER: u32 = 1;
+
+impl Signal {
+    pub(crate) fn new(value: u32) -> Signal {
+        Signal(AtomicU32::new(value << 1))
+    }
+
+    /// The current value (Acquire: what was written before the matching `set` is visible).
+    #[inline(always)]
+    pub(crate) fn get(&self) -> u32 {
+        self.0.load(Ordering::Acquire) >> 1
+    }
+
+    /// Publishes `value` (Release) and wakes sleepers if any announced themselves.
+    #[inline(always)]
+    pub(crate) fn set(&self, value: u32, policy: WaitPolicy) {
+        if policy.may_park() {
+            let old = self.0.swap(value << 1, Ordering::AcqRel);
+            if old & SLEEPER != 0 {
+                futex::wake_all(&self.0);
+            }
+        } else {
+            self.0.store(value << 1, Ordering::Release);
+        }
+    }
+
+    /// Waits, under `policy`, until `done(value)` holds, and returns that value.
+    #[inline]
+    pub(crate) fn wait_until(&self, policy: WaitPolicy, mut done: impl FnMut(u32) -> bool) -> u32 {
+        let v = self.get();
+        if done(v) {
+            return v;
+        }
+        match policy {
+            WaitPolicy::Spin => {
+                let mut i = 0u32;
+                loop {
+                    #[cfg(loom)]
+                    spin_hint();
+                    let v = self.get();
+                    if done(v) {
+                        return v;
+                    }
+                    i = i.wrapping_add(1);
+                    if i % OVERSUBSCRIBED_YIELD == 0 {
+                        yield_now();
+                    }
+                }
+            }
+            WaitPolicy::Pause => {
+                let mut i = 0u32;
+                loop {
+                    spin_hint();
+                    let v = self.get();
+                    if done(v) {
+                        return v;
+                    }
+                    i = i.wrapping_add(1);
+                    if i % OVERSUBSCRIBED_YIELD == 0 {
+                        yield_now();
+                    }
+                }
+            }
+            WaitPolicy::Park => self.sleep_until(done),
+            WaitPolicy::Auto => {
+                for _ in 0..AUTO_SPINS {
+                    spin_hint();
+                    let v = self.get();
+                    if done(v) {
+                        return v;
+                    }
+                }
+                for _ in 0..AUTO_YIELDS {
+                    yield_now();
+                    let v = self.get();
+                    if done(v) {
+                        return v;
+                    }
+                }
+                self.sleep_until(done)
+            }
+        }
+    }
+
+    #[cold]
+    fn sleep_until(&self, mut done: impl FnMut(u32) -> bool) -> u32 {
+        loop {
+            let raw = self.0.load(Ordering::Acquire);
+            if done(raw >> 1) {
+                return raw >> 1;
+            }
+            let marked = raw | SLEEPER;
+            if raw == marked
+                || self
+                    .0
+                    .compare_exchange(raw, marked, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                futex::wait(&self.0, marked, None);
+            }
+        }
+    }
+}
+
+/// `a` is at or past `b` in 31-bit wrapping order (episode counters wrap).
+#[inline(always)]
+pub(crate) fn reached(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) & (1 << 30) == 0
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn wrapping_order() {
+        assert!(reached(5, 5));
+        assert!(reached(6, 5));
+        assert!(!reached(4, 5));
+        // 0 comes right after the largest 31-bit episode.
+        assert!(reached(0, (1 << 31) - 1));
+        assert!(!reached((1 << 31) - 1, 0));
+    }
+
+    #[test]
+    fn every_policy_sees_the_published_value() {
+        for policy in [
+            WaitPolicy::Spin,
+            WaitPolicy::Pause,
+            WaitPolicy::Park,
+            WaitPolicy::Auto,
+        ] {
+            let s = Arc::new(Signal::new(0));
+            let s2 = s.clone();
+            let t = std::thread::spawn(move || s2.wait_until(policy, |v| v == 7));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            s.set(7, policy);
+            assert_eq!(t.join().unwrap(), 7);
+        }
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!(WaitPolicy::parse("passive"), Some(WaitPolicy::Pause));
+        assert_eq!(WaitPolicy::parse("nope"), None);
+    }
+}

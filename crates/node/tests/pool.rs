@@ -1,0 +1,279 @@
+//! The pool: regions, loops, schedules, panics, suspend/resume, stop/start, two pools meeting.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tiers_node::{AdaptiveBarrier, Barrier, Placement, Pool, PoolError, Schedule, WaitPolicy};
+
+fn pool(n: usize, wait: WaitPolicy) -> Pool {
+    Pool::builder()
+        .threads(n)
+        .wait(wait)
+        .warn_oversubscription(false)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn zero_threads_is_a_clear_error() {
+    let e = Pool::builder().threads(0).build().unwrap_err();
+    assert!(matches!(e, PoolError::ZeroThreads));
+    assert!(e.to_string().contains("at least one thread"));
+}
+
+#[test]
+fn spmd_runs_once_per_worker_with_distinct_indices() {
+    for wait in [
+        WaitPolicy::Spin,
+        WaitPolicy::Pause,
+        WaitPolicy::Park,
+        WaitPolicy::Auto,
+    ] {
+        for n in [1, 2, 3, 5] {
+            let p = pool(n, wait);
+            let seen: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            for _ in 0..200 {
+                p.spmd(|w| {
+                    assert_eq!(w.count(), n);
+                    seen[w.index()].fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            assert!(
+                seen.iter().all(|s| s.load(Ordering::Relaxed) == 200),
+                "{wait:?} n={n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn worker_barrier_orders_phases() {
+    let p = pool(4, WaitPolicy::Auto);
+    let data: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+    p.spmd(|w| {
+        for round in 1..=100u64 {
+            data[w.index()].store(round, Ordering::Relaxed);
+            w.barrier();
+            for d in &data {
+                assert_eq!(d.load(Ordering::Relaxed), round);
+            }
+            w.barrier();
+        }
+    });
+}
+
+#[test]
+fn loops_cover_every_index_exactly_once() {
+    let p = pool(3, WaitPolicy::Auto);
+    for sched in [
+        Schedule::Static,
+        Schedule::Blocked(64),
+        Schedule::Blocked(1),
+        Schedule::Dynamic(1),
+        Schedule::Dynamic(7),
+    ] {
+        for range in [0..0, 5..6, 0..1000, 13..1013] {
+            let hits: Vec<AtomicUsize> = (0..1013).map(|_| AtomicUsize::new(0)).collect();
+            p.for_each(range.clone(), sched, |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            for (i, h) in hits.iter().enumerate() {
+                assert_eq!(
+                    h.load(Ordering::Relaxed),
+                    usize::from(range.contains(&i)),
+                    "{sched:?} {range:?} i={i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn static_schedule_is_a_row_block_partition() {
+    let p = pool(3, WaitPolicy::Auto);
+    let ranges = std::sync::Mutex::new(vec![]);
+    p.for_each_range(0..10, Schedule::Static, |r| ranges.lock().unwrap().push(r));
+    let mut r = ranges.into_inner().unwrap();
+    r.sort_by_key(|r| r.start);
+    assert_eq!(r, vec![0..4, 4..7, 7..10]);
+}
+
+#[test]
+fn blocked_schedule_deals_blocks_round_robin() {
+    let p = pool(2, WaitPolicy::Auto);
+    let owner: Vec<AtomicUsize> = (0..10).map(|_| AtomicUsize::new(9)).collect();
+    p.spmd(|w| {
+        let _ = w;
+    });
+    p.for_each_range(0..10, Schedule::Blocked(3), |r| {
+        let me = tiers_node::current_worker().unwrap();
+        for i in r {
+            owner[i].store(me, Ordering::Relaxed);
+        }
+    });
+    let o: Vec<usize> = owner.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    assert_eq!(o, vec![0, 0, 0, 1, 1, 1, 0, 0, 0, 1]);
+}
+
+#[test]
+fn reduce_is_deterministic_and_thread_count_independent_for_integers() {
+    for n in [1, 2, 3, 4] {
+        let p = pool(n, WaitPolicy::Auto);
+        for sched in [
+            Schedule::Static,
+            Schedule::Blocked(10),
+            Schedule::Dynamic(3),
+        ] {
+            let s = p.reduce(
+                0..10_000,
+                sched,
+                || 0u64,
+                |r| r.map(|i| (i * i) as u64).sum(),
+                |a, b| a + b,
+            );
+            assert_eq!(s, (0..10_000u64).map(|i| i * i).sum::<u64>());
+        }
+        let empty = p.reduce(5..5, Schedule::Static, || 7u64, |_| 1, |a, b| a + b);
+        assert_eq!(
+            empty,
+            7 * n as u64 - 7 * (n as u64 - 1) + 7 * (n as u64 - 1)
+        );
+    }
+}
+
+#[test]
+fn panics_reach_the_caller_and_the_pool_survives() {
+    let p = pool(3, WaitPolicy::Auto);
+    for victim in 0..3 {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            p.spmd(|w| {
+                if w.index() == victim {
+                    panic!("worker {victim} fails");
+                }
+            })
+        }));
+        let msg = r.unwrap_err();
+        let msg = msg.downcast_ref::<String>().unwrap();
+        assert_eq!(msg, &format!("worker {victim} fails"));
+    }
+    let count = AtomicUsize::new(0);
+    p.spmd(|_| {
+        count.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(count.into_inner(), 3);
+}
+
+#[test]
+fn suspend_resume_stop_start() {
+    let mut p = pool(3, WaitPolicy::Spin);
+    p.suspend();
+    assert!(p.is_suspended());
+    let c = AtomicUsize::new(0);
+    p.spmd(|_| {
+        c.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(
+        c.load(Ordering::Relaxed),
+        3,
+        "regions still run while suspended"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    p.resume();
+    assert!(!p.is_suspended());
+    p.stop();
+    assert!(!p.is_running());
+    p.start().unwrap();
+    p.spmd(|_| {
+        c.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(c.load(Ordering::Relaxed), 6);
+}
+
+#[test]
+#[should_panic(expected = "cannot start another region of the same pool")]
+fn nested_region_of_the_same_pool_panics() {
+    let p = pool(2, WaitPolicy::Auto);
+    p.spmd(|w| {
+        if w.index() == 0 {
+            p.spmd(|_| {});
+        }
+    });
+}
+
+#[test]
+fn two_pools_synchronise_through_one_barrier() {
+    let a = pool(2, WaitPolicy::Auto);
+    let b = pool(3, WaitPolicy::Auto);
+    let bar = Arc::new(AdaptiveBarrier::new(5));
+    let stage: Vec<AtomicU64> = (0..5).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            a.spmd(|w| {
+                for r in 1..=50 {
+                    stage[w.index()].store(r, Ordering::Relaxed);
+                    bar.wait(w.index());
+                    assert!(stage.iter().all(|x| x.load(Ordering::Relaxed) == r));
+                    bar.wait(w.index());
+                }
+            })
+        });
+        b.spmd(|w| {
+            for r in 1..=50 {
+                stage[2 + w.index()].store(r, Ordering::Relaxed);
+                bar.wait(2 + w.index());
+                assert!(stage.iter().all(|x| x.load(Ordering::Relaxed) == r));
+                bar.wait(2 + w.index());
+            }
+        });
+    });
+}
+
+#[test]
+fn workers_are_pinned_where_placement_says() {
+    let topo = tiers_node::Topology::detect();
+    let last = *topo.affinity.last().unwrap();
+    let p = Pool::builder()
+        .threads(2)
+        .placement(Placement::List(vec![last, last]))
+        .build()
+        .unwrap();
+    assert_eq!(p.cpus(), &[last, last]);
+    let where_ = std::sync::Mutex::new(None);
+    p.spmd(|w| {
+        if w.index() == 1 {
+            *where_.lock().unwrap() = Some(tiers_node::affinity::get().unwrap());
+        }
+    });
+    assert_eq!(where_.into_inner().unwrap(), Some(vec![last]));
+}
+
+#[test]
+fn regions_from_many_threads_are_serialised() {
+    let p = pool(2, WaitPolicy::Auto);
+    let c = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    p.spmd(|_| {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+            });
+        }
+    });
+    assert_eq!(c.into_inner(), 4 * 100 * 2);
+}
+
+#[test]
+fn per_worker_local_finds_the_calling_workers_copy() {
+    let p = pool(3, WaitPolicy::Auto);
+    let data = tiers_node::PerWorker::new(3, |_| AtomicUsize::new(0));
+    p.spmd(|w| {
+        data.local()
+            .unwrap()
+            .store(w.index() + 100, Ordering::Relaxed);
+    });
+    let v: Vec<usize> = data.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    assert_eq!(v, vec![100, 101, 102]);
+}
