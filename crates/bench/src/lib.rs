@@ -1,0 +1,405 @@
+//! The benchmark harness of tiers.
+//!
+//! Every benchmark of tiers runs tiers and its peers in the same process (or the same launch),
+//! alternating between them and repeating, so that a noisy, shared machine slows all of them
+//! alike; it reports medians and prints ratios rather than trusting absolute times. A
+//! [`Report`] prints as a readable table or, with `--json`, as one JSON document:
+//!
+//! ```json
+//! {"bench": "barrier", "unit": "ns", "lower_is_better": true, "machine": {...},
+//!  "results": [{"impl": "tiers-active", "threads": 2, "value": 41.5}, ...]}
+//! ```
+//!
+//! A row carries the parameters that tell it apart (`threads`, `ranks`, `bytes`, `op`, `size`).
+
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Options common to every benchmark (`tiers bench NAME [--threads LIST] [--min-time S] [--json]`).
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Thread counts to run (default: 1 and 2, or what the benchmark chooses).
+    pub threads: Vec<usize>,
+    /// Minimum measured time per implementation and configuration, in seconds.
+    pub min_time: f64,
+    /// Print JSON instead of a table.
+    pub json: bool,
+    /// Print progress on stderr.
+    pub progress: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts { threads: vec![1, 2], min_time: 0.5, json: false, progress: true }
+    }
+}
+
+/// One measured configuration of one implementation.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The implementation (`tiers-active`, `openmp`, …).
+    pub imp: String,
+    /// The parameters that tell this row apart, in order (`threads`, `bytes`, …).
+    pub params: Vec<(String, Value)>,
+    /// The median.
+    pub value: f64,
+    /// Extra fields printed in the JSON row (e.g. `min`, `max`, `samples`, `algorithm`).
+    pub extra: Vec<(String, Value)>,
+}
+
+/// The result of one benchmark.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Benchmark name.
+    pub bench: String,
+    /// Unit of `value`.
+    pub unit: String,
+    /// Whether a smaller value is better.
+    pub lower_is_better: bool,
+    /// The rows, in measurement order.
+    pub rows: Vec<Row>,
+    /// Free-text notes (skipped peers, warnings), printed under the table and in JSON.
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// An empty report.
+    pub fn new(bench: &str, unit: &str, lower_is_better: bool) -> Self {
+        Report { bench: bench.into(), unit: unit.into(), lower_is_better, rows: Vec::new(), notes: Vec::new() }
+    }
+
+    /// Adds a row: `params` such as `[("threads", 2.into())]`, `value` the median.
+    pub fn push(&mut self, imp: &str, params: &[(&str, Value)], value: f64) -> &mut Row {
+        self.rows.push(Row {
+            imp: imp.into(),
+            params: params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            value,
+            extra: Vec::new(),
+        });
+        self.rows.last_mut().expect("just pushed")
+    }
+
+    /// Adds a note.
+    pub fn note(&mut self, s: impl Into<String>) {
+        self.notes.push(s.into());
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> Value {
+        let results: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut m = Map::new();
+                m.insert("impl".into(), Value::String(r.imp.clone()));
+                for (k, v) in r.params.iter().chain(r.extra.iter()) {
+                    m.insert(k.clone(), v.clone());
+                }
+                m.insert("value".into(), json!(r.value));
+                Value::Object(m)
+            })
+            .collect();
+        json!({
+            "bench": self.bench,
+            "unit": self.unit,
+            "lower_is_better": self.lower_is_better,
+            "machine": machine(),
+            "results": results,
+            "notes": self.notes,
+        })
+    }
+
+    /// The value of the row of `imp` with exactly these parameter values, if measured.
+    pub fn value(&self, imp: &str, params: &[(&str, Value)]) -> Option<f64> {
+        self.rows
+            .iter()
+            .find(|r| r.imp == imp && params.iter().all(|(k, v)| r.params.iter().any(|(rk, rv)| rk == k && rv == v)))
+            .map(|r| r.value)
+    }
+
+    /// A readable table: rows grouped by their parameters; within a group, each value with its
+    /// ratio to the group's first row (the reference, normally tiers' best or the peer named
+    /// first) and a mark on the best.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} ({}, {} is better)",
+            self.bench,
+            self.unit,
+            if self.lower_is_better { "lower" } else { "higher" }
+        );
+        let param_names: Vec<String> = {
+            let mut v: Vec<String> = Vec::new();
+            for r in &self.rows {
+                for (k, _) in &r.params {
+                    if !v.contains(k) {
+                        v.push(k.clone());
+                    }
+                }
+            }
+            v
+        };
+        let key = |r: &Row| -> String {
+            param_names
+                .iter()
+                .map(|k| r.params.iter().find(|(rk, _)| rk == k).map_or("-".to_string(), |(_, v)| fmt_value(v)))
+                .collect::<Vec<_>>()
+                .join("\t")
+        };
+        let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+        for r in &self.rows {
+            let k = key(r);
+            match groups.iter_mut().find(|(g, _)| *g == k) {
+                Some((_, v)) => v.push(r),
+                None => groups.push((k, vec![r])),
+            }
+        }
+        let imp_w = self.rows.iter().map(|r| r.imp.len()).max().unwrap_or(4).max(4);
+        let mut header = String::new();
+        for p in &param_names {
+            let _ = write!(header, "{p:>9} ");
+        }
+        let _ = writeln!(out, "{header}{:<imp_w$} {:>14} {:>9}", "impl", "value", "ratio");
+        for (_, rows) in &groups {
+            let reference = rows[0].value;
+            let best = rows
+                .iter()
+                .map(|r| r.value)
+                .fold(if self.lower_is_better { f64::INFINITY } else { f64::NEG_INFINITY }, |a, b| {
+                    if self.lower_is_better {
+                        a.min(b)
+                    } else {
+                        a.max(b)
+                    }
+                });
+            for r in rows {
+                let mut line = String::new();
+                for p in &param_names {
+                    let v = r.params.iter().find(|(k, _)| k == p).map_or("-".into(), |(_, v)| fmt_value(v));
+                    let _ = write!(line, "{v:>9} ");
+                }
+                let ratio = if reference != 0.0 { r.value / reference } else { f64::NAN };
+                let _ = writeln!(
+                    out,
+                    "{line}{:<imp_w$} {:>14} {:>8.3}x{}",
+                    r.imp,
+                    fmt_num(r.value),
+                    ratio,
+                    if r.value == best && rows.len() > 1 { "  *best" } else { "" }
+                );
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        out
+    }
+
+    /// Prints the report on stdout, as JSON or as a table.
+    pub fn print(&self, json: bool) {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&self.to_json()).expect("report serialises"));
+        } else {
+            print!("{}", self.table());
+        }
+    }
+}
+
+fn fmt_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Four significant digits, without scientific notation for everyday magnitudes.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 || !v.is_finite() {
+        format!("{v}")
+    } else if a >= 1e9 {
+        format!("{v:.4e}")
+    } else if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The median (the mean of the middle two for an even count); NaN for no samples.
+pub fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = samples.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// A description of this machine for reports: processor model, topology, OS.
+pub fn machine() -> Value {
+    let topo = tiers_node::Topology::get();
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
+    json!({
+        "cpu": model,
+        "packages": topo.packages,
+        "numa_nodes": topo.numa_nodes.len(),
+        "cores": topo.cores.len(),
+        "hw_threads": topo.hw_threads(),
+        "affinity": tiers_node::cpulist::format(&topo.affinity),
+        "simd": topo.simd.level,
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "hostname": hostname,
+    })
+}
+
+/// Progress on stderr (`[bench] …`), when enabled.
+pub fn progress(opts: &Opts, msg: impl std::fmt::Display) {
+    if opts.progress {
+        eprintln!("[tiers bench] {msg}");
+    }
+}
+
+/// A candidate in a [`compare`]: a name and a closure that runs `iters` iterations and returns
+/// the elapsed wall time for them.
+pub struct Candidate<'a> {
+    /// Name of the implementation.
+    pub name: String,
+    /// Runs the given number of iterations and returns how long they took.
+    pub run: Box<dyn FnMut(u64) -> Duration + 'a>,
+}
+
+impl<'a> Candidate<'a> {
+    /// A candidate.
+    pub fn new(name: impl Into<String>, run: impl FnMut(u64) -> Duration + 'a) -> Self {
+        Candidate { name: name.into(), run: Box::new(run) }
+    }
+}
+
+/// Measures each candidate in turn, round after round (A B C A B C …), until each has run for
+/// at least `min_time` seconds and at least 5 rounds; returns each candidate's median time per
+/// iteration in seconds, with the samples. The iteration count per sample is calibrated once
+/// per candidate so that a sample lasts about `min_time / 10`.
+pub fn compare(min_time: f64, candidates: &mut [Candidate<'_>]) -> Vec<(f64, Vec<f64>)> {
+    let target = (min_time / 10.0).max(1e-4);
+    // Calibrate: grow the count until a sample takes long enough (also warms up).
+    let mut iters: Vec<u64> = Vec::with_capacity(candidates.len());
+    for c in candidates.iter_mut() {
+        let mut n = 1u64;
+        loop {
+            let t = (c.run)(n).as_secs_f64();
+            if t >= target / 4.0 || n >= 1 << 40 {
+                let per = t / n as f64;
+                iters.push(((target / per.max(1e-12)) as u64).clamp(1, 1 << 40));
+                break;
+            }
+            n *= if t < target / 100.0 { 10 } else { 2 };
+        }
+    }
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    let mut spent = vec![0.0f64; candidates.len()];
+    let start = Instant::now();
+    let mut rounds = 0;
+    loop {
+        for (i, c) in candidates.iter_mut().enumerate() {
+            let t = (c.run)(iters[i]).as_secs_f64();
+            spent[i] += t;
+            samples[i].push(t / iters[i] as f64);
+        }
+        rounds += 1;
+        let enough = rounds >= 5 && spent.iter().all(|&s| s >= min_time);
+        // Never more than 20x the asked time in total, whatever a slow candidate does.
+        if enough || start.elapsed().as_secs_f64() > 20.0 * min_time * candidates.len() as f64 {
+            break;
+        }
+    }
+    samples.into_iter().map(|s| (median(&s), s)).collect()
+}
+
+/// Parses a list of counts such as `1,2,4` or `1-16` or `1-16:2`.
+pub fn parse_counts(s: &str) -> Result<Vec<usize>, String> {
+    let v = tiers_node::cpulist::parse(s).map_err(|e| e.to_string())?;
+    if v.is_empty() || v.contains(&0) {
+        return Err(format!("bad count list {s:?}: counts must be at least 1"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn report_json_and_table() {
+        let mut r = Report::new("barrier", "ns", true);
+        r.push("tiers-active", &[("threads", 2.into())], 50.0);
+        r.push("openmp", &[("threads", 2.into())], 100.0).extra.push(("samples".into(), 5.into()));
+        r.note("pthread skipped");
+        let j = r.to_json();
+        assert_eq!(j["bench"], "barrier");
+        assert_eq!(j["results"][1]["impl"], "openmp");
+        assert_eq!(j["results"][1]["threads"], 2);
+        assert_eq!(j["results"][1]["samples"], 5);
+        assert_eq!(j["lower_is_better"], true);
+        assert!(j["machine"]["hw_threads"].as_u64().unwrap() >= 1);
+        let t = r.table();
+        assert!(t.contains("2.000x"), "{t}");
+        assert!(t.contains("*best"));
+        assert!(t.contains("note: pthread skipped"));
+        assert_eq!(r.value("openmp", &[("threads", 2.into())]), Some(100.0));
+        assert_eq!(r.value("openmp", &[("threads", 3.into())]), None);
+    }
+
+    #[test]
+    fn compare_ranks_a_slow_candidate_slower() {
+        let mut c = vec![
+            Candidate::new("fast", |n| {
+                let t = Instant::now();
+                for i in 0..n {
+                    std::hint::black_box(i);
+                }
+                t.elapsed()
+            }),
+            Candidate::new("slow", |n| {
+                let t = Instant::now();
+                for _ in 0..n {
+                    std::hint::black_box((0..200u64).map(std::hint::black_box).sum::<u64>());
+                }
+                t.elapsed()
+            }),
+        ];
+        let r = compare(0.02, &mut c);
+        assert!(r[0].0 < r[1].0, "{:?} vs {:?}", r[0].0, r[1].0);
+        assert!(r[0].1.len() >= 5);
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_counts("1-4").unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(parse_counts("1,2,8").unwrap(), vec![1, 2, 8]);
+        assert!(parse_counts("0,1").is_err());
+    }
+}
