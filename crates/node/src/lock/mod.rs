@@ -175,7 +175,7 @@ pub fn critical<U>(f: impl FnOnce() -> U) -> U {
 pub(crate) struct Backoff(u32);
 
 impl Backoff {
-    const SPIN_LIMIT: u32 = 6;
+    const SPIN_LIMIT: u32 = 8;
     const YIELD_LIMIT: u32 = 10;
 
     #[inline]

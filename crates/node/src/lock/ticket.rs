@@ -53,7 +53,7 @@ unsafe impl RawLock for TicketLock {
                 return;
             }
             let ahead = ticket.wrapping_sub(now);
-            for _ in 0..ahead.min(64) * 16 {
+            for _ in 0..ahead.min(64) * 2 {
                 spin_hint();
             }
             rounds += 1;
