@@ -31,7 +31,12 @@ pub struct Opts {
 
 impl Default for Opts {
     fn default() -> Self {
-        Opts { threads: vec![1, 2], min_time: 0.5, json: false, progress: true }
+        Opts {
+            threads: vec![1, 2],
+            min_time: 0.5,
+            json: false,
+            progress: true,
+        }
     }
 }
 
@@ -66,14 +71,23 @@ pub struct Report {
 impl Report {
     /// An empty report.
     pub fn new(bench: &str, unit: &str, lower_is_better: bool) -> Self {
-        Report { bench: bench.into(), unit: unit.into(), lower_is_better, rows: Vec::new(), notes: Vec::new() }
+        Report {
+            bench: bench.into(),
+            unit: unit.into(),
+            lower_is_better,
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
     }
 
     /// Adds a row: `params` such as `[("threads", 2.into())]`, `value` the median.
     pub fn push(&mut self, imp: &str, params: &[(&str, Value)], value: f64) -> &mut Row {
         self.rows.push(Row {
             imp: imp.into(),
-            params: params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
             value,
             extra: Vec::new(),
         });
@@ -114,7 +128,12 @@ impl Report {
     pub fn value(&self, imp: &str, params: &[(&str, Value)]) -> Option<f64> {
         self.rows
             .iter()
-            .find(|r| r.imp == imp && params.iter().all(|(k, v)| r.params.iter().any(|(rk, rv)| rk == k && rv == v)))
+            .find(|r| {
+                r.imp == imp
+                    && params
+                        .iter()
+                        .all(|(k, v)| r.params.iter().any(|(rk, rv)| rk == k && rv == v))
+            })
             .map(|r| r.value)
     }
 
@@ -128,7 +147,11 @@ impl Report {
             "{} ({}, {} is better)",
             self.bench,
             self.unit,
-            if self.lower_is_better { "lower" } else { "higher" }
+            if self.lower_is_better {
+                "lower"
+            } else {
+                "higher"
+            }
         );
         let param_names: Vec<String> = {
             let mut v: Vec<String> = Vec::new();
@@ -144,7 +167,12 @@ impl Report {
         let key = |r: &Row| -> String {
             param_names
                 .iter()
-                .map(|k| r.params.iter().find(|(rk, _)| rk == k).map_or("-".to_string(), |(_, v)| fmt_value(v)))
+                .map(|k| {
+                    r.params
+                        .iter()
+                        .find(|(rk, _)| rk == k)
+                        .map_or("-".to_string(), |(_, v)| fmt_value(v))
+                })
                 .collect::<Vec<_>>()
                 .join("\t")
         };
@@ -156,38 +184,64 @@ impl Report {
                 None => groups.push((k, vec![r])),
             }
         }
-        let imp_w = self.rows.iter().map(|r| r.imp.len()).max().unwrap_or(4).max(4);
+        let imp_w = self
+            .rows
+            .iter()
+            .map(|r| r.imp.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
         let mut header = String::new();
         for p in &param_names {
             let _ = write!(header, "{p:>9} ");
         }
-        let _ = writeln!(out, "{header}{:<imp_w$} {:>14} {:>9}", "impl", "value", "ratio");
+        let _ = writeln!(
+            out,
+            "{header}{:<imp_w$} {:>14} {:>9}",
+            "impl", "value", "ratio"
+        );
         for (_, rows) in &groups {
             let reference = rows[0].value;
-            let best = rows
-                .iter()
-                .map(|r| r.value)
-                .fold(if self.lower_is_better { f64::INFINITY } else { f64::NEG_INFINITY }, |a, b| {
+            let best = rows.iter().map(|r| r.value).fold(
+                if self.lower_is_better {
+                    f64::INFINITY
+                } else {
+                    f64::NEG_INFINITY
+                },
+                |a, b| {
                     if self.lower_is_better {
                         a.min(b)
                     } else {
                         a.max(b)
                     }
-                });
+                },
+            );
             for r in rows {
                 let mut line = String::new();
                 for p in &param_names {
-                    let v = r.params.iter().find(|(k, _)| k == p).map_or("-".into(), |(_, v)| fmt_value(v));
+                    let v = r
+                        .params
+                        .iter()
+                        .find(|(k, _)| k == p)
+                        .map_or("-".into(), |(_, v)| fmt_value(v));
                     let _ = write!(line, "{v:>9} ");
                 }
-                let ratio = if reference != 0.0 { r.value / reference } else { f64::NAN };
+                let ratio = if reference != 0.0 {
+                    r.value / reference
+                } else {
+                    f64::NAN
+                };
                 let _ = writeln!(
                     out,
                     "{line}{:<imp_w$} {:>14} {:>8.3}x{}",
                     r.imp,
                     fmt_num(r.value),
                     ratio,
-                    if r.value == best && rows.len() > 1 { "  *best" } else { "" }
+                    if r.value == best && rows.len() > 1 {
+                        "  *best"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -200,7 +254,10 @@ impl Report {
     /// Prints the report on stdout, as JSON or as a table.
     pub fn print(&self, json: bool) {
         if json {
-            println!("{}", serde_json::to_string_pretty(&self.to_json()).expect("report serialises"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&self.to_json()).expect("report serialises")
+            );
         } else {
             print!("{}", self.table());
         }
@@ -252,9 +309,15 @@ pub fn machine() -> Value {
     let topo = tiers_node::Topology::get();
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into());
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
     json!({
         "cpu": model,
         "packages": topo.packages,
@@ -288,7 +351,10 @@ pub struct Candidate<'a> {
 impl<'a> Candidate<'a> {
     /// A candidate.
     pub fn new(name: impl Into<String>, run: impl FnMut(u64) -> Duration + 'a) -> Self {
-        Candidate { name: name.into(), run: Box::new(run) }
+        Candidate {
+            name: name.into(),
+            run: Box::new(run),
+        }
     }
 }
 
@@ -356,7 +422,9 @@ mod tests {
     fn report_json_and_table() {
         let mut r = Report::new("barrier", "ns", true);
         r.push("tiers-active", &[("threads", 2.into())], 50.0);
-        r.push("openmp", &[("threads", 2.into())], 100.0).extra.push(("samples".into(), 5.into()));
+        r.push("openmp", &[("threads", 2.into())], 100.0)
+            .extra
+            .push(("samples".into(), 5.into()));
         r.note("pthread skipped");
         let j = r.to_json();
         assert_eq!(j["bench"], "barrier");

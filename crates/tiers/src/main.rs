@@ -6,7 +6,11 @@ use std::process::ExitCode;
 mod bench;
 
 #[derive(Parser)]
-#[command(name = "tiers", version, about = "tiers: a hybrid, multi-tier parallel runtime for multicore clusters")]
+#[command(
+    name = "tiers",
+    version,
+    about = "tiers: a hybrid, multi-tier parallel runtime for multicore clusters"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,7 +34,10 @@ fn main() -> ExitCode {
         Command::Topo { json } => {
             let t = tiers_node::Topology::detect();
             if json {
-                println!("{}", serde_json::to_string_pretty(&t).expect("topology serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&t).expect("topology serialises")
+                );
             } else {
                 print!("{}", t.report());
             }
