@@ -1,1 +1,15 @@
-//! Applications built on tiers.
+//! Applications built on tiers: the sequence pipeline of SPIDAL (pairwise distances, SMACOF
+//! multidimensional scaling, deterministic-annealing pairwise clustering), dynamically balanced
+//! tile rendering, and the parallel overhead model used to analyse their scaling.
+//!
+//! Every O(N²) kernel works on contiguous row blocks of row-major matrices, so a row block is
+//! the unit of work for a thread today and can become the unit owned by a rank later.
+
+pub mod alu;
+pub mod compare;
+pub mod distance;
+pub mod fasta;
+pub mod matrix;
+pub mod mds;
+pub mod rng;
+mod rows;

@@ -1,0 +1,162 @@
+//! Pairwise sequence distances, computed in parallel by row blocks.
+//!
+//! Row `i` computes its pairs `j > i` (the upper triangle), the rows are claimed dynamically in
+//! small chunks because the triangle makes early rows longer, and the lower triangle is mirrored
+//! afterwards. Every pair is computed by the same code whatever thread ran it, so the matrix does
+//! not depend on the thread count.
+
+pub mod hamming;
+pub mod kmer;
+pub mod swg;
+
+use crate::matrix::DistMatrix;
+use crate::rows::par_rows;
+use tiers_node::{Pool, Schedule};
+
+/// A distance between sequences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Fraction of differing positions (equal lengths only).
+    Hamming,
+    /// Alignment-free k-mer distance with word length k.
+    Kmer(usize),
+    /// Smith-Waterman-Gotoh alignment distance (SPIDAL's).
+    Swg,
+}
+
+impl Metric {
+    /// Parses `hamming`, `kmer` (k = 5), `kmer:K` or `swg`.
+    pub fn parse(s: &str) -> Result<Metric, String> {
+        match s {
+            "hamming" => Ok(Metric::Hamming),
+            "kmer" => Ok(Metric::Kmer(5)),
+            "swg" => Ok(Metric::Swg),
+            _ => match s
+                .strip_prefix("kmer:")
+                .and_then(|k| k.parse::<usize>().ok())
+            {
+                Some(k) if (1..=8).contains(&k) => Ok(Metric::Kmer(k)),
+                _ => Err(format!(
+                    "unknown metric {s:?}: use hamming, kmer, kmer:K (1-8) or swg"
+                )),
+            },
+        }
+    }
+
+    /// A short name.
+    pub fn name(&self) -> String {
+        match self {
+            Metric::Hamming => "hamming".into(),
+            Metric::Kmer(k) => format!("kmer:{k}"),
+            Metric::Swg => "swg".into(),
+        }
+    }
+}
+
+/// The full symmetric distance matrix of `seqs`, zero diagonal.
+pub fn pairwise(
+    pool: &Pool,
+    seqs: &[&[u8]],
+    metric: Metric,
+) -> Result<DistMatrix, Box<dyn std::error::Error>> {
+    let n = seqs.len();
+    if metric == Metric::Hamming {
+        if let Some((i, s)) = seqs
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.len() != seqs[0].len())
+        {
+            return Err(format!(
+                "hamming distance needs equal-length sequences: sequence 0 has {} bases, sequence {} has {}",
+                seqs[0].len(),
+                i,
+                s.len()
+            )
+            .into());
+        }
+    }
+    let profiles: Vec<kmer::Profile> = match metric {
+        Metric::Kmer(k) => seqs.iter().map(|s| kmer::profile(s, k)).collect(),
+        _ => Vec::new(),
+    };
+    let mut data = vec![0f32; n * n];
+    if n == 0 {
+        return Ok(DistMatrix { n, data });
+    }
+    par_rows(pool, &mut data, n, Schedule::Dynamic(4), |rows, block| {
+        let mut aligner = swg::Aligner::new(swg::Scoring::default());
+        for (i, row) in rows.zip(block.chunks_mut(n)) {
+            for j in i + 1..n {
+                let d = match metric {
+                    Metric::Hamming => hamming::hamming(seqs[i], seqs[j]).unwrap_or(1.0),
+                    Metric::Kmer(_) => kmer::distance(&profiles[i], &profiles[j]),
+                    Metric::Swg => aligner.align(seqs[i], seqs[j]).distance(),
+                };
+                row[j] = d as f32;
+            }
+        }
+    });
+    for i in 0..n {
+        for j in 0..i {
+            data[i * n + j] = data[j * n + i];
+        }
+    }
+    Ok(DistMatrix { n, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alu::{generate, AluSpec};
+
+    #[test]
+    fn symmetric_zero_diagonal_thread_independent() {
+        let seqs = generate(&AluSpec {
+            n: 24,
+            ..Default::default()
+        });
+        let s: Vec<&[u8]> = seqs.iter().map(|a| a.record.seq.as_slice()).collect();
+        let p1 = Pool::builder().threads(1).build().unwrap();
+        let p2 = Pool::builder().threads(2).build().unwrap();
+        for metric in [Metric::Kmer(5), Metric::Swg] {
+            let a = pairwise(&p1, &s, metric).unwrap();
+            let b = pairwise(&p2, &s, metric).unwrap();
+            assert_eq!(a.data, b.data, "{metric:?}");
+            for i in 0..a.n {
+                assert_eq!(a.get(i, i), 0.0);
+                for j in 0..a.n {
+                    assert_eq!(a.get(i, j), a.get(j, i));
+                    assert!((0.0..=1.0).contains(&a.get(i, j)));
+                }
+            }
+            // Same subfamily is closer on average than different families.
+            let (mut same, mut ns, mut diff, mut nd) = (0.0, 0, 0.0, 0);
+            for i in 0..a.n {
+                for j in 0..i {
+                    if seqs[i].subfamily == seqs[j].subfamily {
+                        same += a.get(i, j);
+                        ns += 1;
+                    } else if seqs[i].family != seqs[j].family {
+                        diff += a.get(i, j);
+                        nd += 1;
+                    }
+                }
+            }
+            assert!(same / (ns as f32) < 0.5 * diff / (nd as f32), "{metric:?}");
+        }
+    }
+
+    #[test]
+    fn hamming_needs_equal_lengths() {
+        let p = Pool::builder().threads(1).build().unwrap();
+        let s: Vec<&[u8]> = vec![b"ACGT", b"ACGA", b"TTTT"];
+        let d = pairwise(&p, &s, Metric::Hamming).unwrap();
+        assert_eq!(d.get(0, 1), 0.25);
+        assert_eq!(d.get(2, 0), 0.75);
+        let s: Vec<&[u8]> = vec![b"ACGT", b"ACG"];
+        let e = pairwise(&p, &s, Metric::Hamming).unwrap_err().to_string();
+        assert!(e.contains("sequence 1 has 3"), "{e}");
+        assert!(Metric::parse("kmer:9").is_err());
+        assert_eq!(Metric::parse("kmer:3"), Ok(Metric::Kmer(3)));
+    }
+}

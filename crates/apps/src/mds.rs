@@ -1,0 +1,408 @@
+//! SMACOF multidimensional scaling with unit weights (de Leeuw; seed 000 §5.1).
+//!
+//! Stress σ(X) = Σ_{i<j} (d_ij(X) − δ_ij)². With unit weights the Guttman transform is
+//! X⁺ = (1/N) B(X) X, with b_ij = −δ_ij/d_ij(X) off the diagonal and b_ii = −Σ_{j≠i} b_ij, so row i
+//! of X⁺ is (1/N) Σ_{j≠i} (δ_ij/d_ij)(x_i − x_j). SMACOF never increases the stress.
+//!
+//! The N×N by N×D product is done by blocks (seed 000 Fig. 13): output rows in blocks of b
+//! (default 64) are dealt to the workers, and each block walks the columns in blocks of b, so a
+//! b×D slice of X stays in L1 while b rows of δ stream past it. B is never stored: each b_ij is
+//! made from δ_ij and d_ij(X) when needed, and the same pass yields the stress of X, so one
+//! iteration reads the distance matrix once. A row's sums always run over j in the same order,
+//! and the stress is summed from per-row partials in row order, so the points and stresses do
+//! not depend on the thread count.
+
+use crate::matrix::DistMatrix;
+use crate::rng::Rng;
+use crate::rows::par_rows2;
+use std::time::Instant;
+use tiers_node::{Pool, Schedule};
+
+/// SMACOF settings.
+#[derive(Clone, Debug)]
+pub struct MdsOptions {
+    /// Target dimension.
+    pub dims: usize,
+    /// Block size b of the blocked multiply.
+    pub block: usize,
+    /// Stop when the relative stress decrease of an iteration is below this.
+    pub threshold: f64,
+    /// Iteration limit.
+    pub max_iter: usize,
+    /// Seed of the random start (uniform in the unit cube), when no start is given.
+    pub seed: u64,
+}
+
+impl Default for MdsOptions {
+    fn default() -> Self {
+        MdsOptions {
+            dims: 3,
+            block: 64,
+            threshold: 1e-6,
+            max_iter: 1000,
+            seed: 1,
+        }
+    }
+}
+
+/// Stress of one iteration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IterStress {
+    /// σ(X) = Σ_{i<j}(d_ij − δ_ij)².
+    pub raw: f64,
+    /// σ(X) / Σ_{i<j} δ_ij² (SPIDAL's normalised stress).
+    pub normalized: f64,
+}
+
+/// Result of a SMACOF run.
+#[derive(Clone, Debug)]
+pub struct MdsResult {
+    /// Final points, N×dims row-major.
+    pub points: Vec<f64>,
+    /// Stress of X₀, X₁, … (entry k is σ(X_k)); the last entry is the stress of `points`.
+    pub stress: Vec<IterStress>,
+    /// Guttman transforms performed.
+    pub iterations: usize,
+    /// Whether the threshold was met before the iteration limit.
+    pub converged: bool,
+    /// Wall time of the iterations.
+    pub seconds: f64,
+}
+
+/// The random start: uniform in [0, 1)^dims, seeded.
+pub fn random_start(n: usize, dims: usize, seed: u64) -> Vec<f64> {
+    let mut rng = Rng::new(seed);
+    (0..n * dims).map(|_| rng.f64()).collect()
+}
+
+/// One pass: returns σ(X) and writes the Guttman transform of X into `next`.
+pub fn guttman_step(
+    pool: &Pool,
+    delta: &DistMatrix,
+    x: &[f64],
+    next: &mut [f64],
+    dims: usize,
+    block: usize,
+    row_stress: &mut [f64],
+) -> f64 {
+    let n = delta.n;
+    let b = block.max(1);
+    let inv_n = 1.0 / n as f64;
+    par_rows2(
+        pool,
+        next,
+        dims,
+        row_stress,
+        1,
+        Schedule::Blocked(b),
+        |rows, out, rs| {
+            let len = rows.len();
+            let mut acc = vec![0.0f64; len * dims];
+            let mut st = vec![0.0f64; len];
+            let mut jb = 0;
+            while jb < n {
+                let je = (jb + b).min(n);
+                for (li, i) in rows.clone().enumerate() {
+                    let drow = &delta.row(i)[jb..je];
+                    let xi = &x[i * dims..(i + 1) * dims];
+                    let a = &mut acc[li * dims..(li + 1) * dims];
+                    let mut s = 0.0;
+                    if dims == 3 {
+                        // The common case, unrolled so the compiler keeps everything in registers.
+                        let (x0, x1, x2) = (xi[0], xi[1], xi[2]);
+                        let (mut a0, mut a1, mut a2) = (0.0, 0.0, 0.0);
+                        for (k, &dl) in drow.iter().enumerate() {
+                            let j = jb + k;
+                            let xj = &x[j * 3..j * 3 + 3];
+                            let (e0, e1, e2) = (x0 - xj[0], x1 - xj[1], x2 - xj[2]);
+                            let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
+                            let dl = f64::from(dl);
+                            if j != i {
+                                s += (dist - dl) * (dist - dl);
+                                if dist > 1e-12 {
+                                    let r = dl / dist;
+                                    a0 += r * e0;
+                                    a1 += r * e1;
+                                    a2 += r * e2;
+                                }
+                            }
+                        }
+                        a[0] += a0;
+                        a[1] += a1;
+                        a[2] += a2;
+                    } else {
+                        for (k, &dl) in drow.iter().enumerate() {
+                            let j = jb + k;
+                            if j == i {
+                                continue;
+                            }
+                            let xj = &x[j * dims..(j + 1) * dims];
+                            let dist = xi
+                                .iter()
+                                .zip(xj)
+                                .map(|(p, q)| (p - q) * (p - q))
+                                .sum::<f64>()
+                                .sqrt();
+                            let dl = f64::from(dl);
+                            s += (dist - dl) * (dist - dl);
+                            if dist > 1e-12 {
+                                let r = dl / dist;
+                                for c in 0..dims {
+                                    a[c] += r * (xi[c] - xj[c]);
+                                }
+                            }
+                        }
+                    }
+                    st[li] += s;
+                }
+                jb = je;
+            }
+            for (o, a) in out.iter_mut().zip(&acc) {
+                *o = a * inv_n;
+            }
+            rs.copy_from_slice(&st);
+        },
+    );
+    // Each pair counted twice over the rows; sum in row order for thread independence.
+    row_stress.iter().sum::<f64>() / 2.0
+}
+
+/// Stress σ(X) alone.
+pub fn stress(pool: &Pool, delta: &DistMatrix, x: &[f64], dims: usize) -> f64 {
+    let mut next = vec![0.0; x.len()];
+    let mut rs = vec![0.0; delta.n];
+    guttman_step(pool, delta, x, &mut next, dims, 64, &mut rs)
+}
+
+/// Σ_{i<j} δ_ij².
+pub fn delta_norm(delta: &DistMatrix) -> f64 {
+    let n = delta.n;
+    (0..n)
+        .map(|i| {
+            delta.row(i)[i + 1..]
+                .iter()
+                .map(|&d| f64::from(d) * f64::from(d))
+                .sum::<f64>()
+        })
+        .sum()
+}
+
+/// Runs SMACOF from `start` (or the seeded random start), calling `on_iter(k, stress of X_k)`.
+pub fn smacof(
+    pool: &Pool,
+    delta: &DistMatrix,
+    start: Option<Vec<f64>>,
+    opts: &MdsOptions,
+    mut on_iter: impl FnMut(usize, IterStress),
+) -> MdsResult {
+    let n = delta.n;
+    let dims = opts.dims;
+    assert!(dims > 0, "dims must be positive");
+    let mut x = start.unwrap_or_else(|| random_start(n, dims, opts.seed));
+    assert_eq!(x.len(), n * dims, "start has the wrong shape");
+    let norm = delta_norm(delta).max(f64::MIN_POSITIVE);
+    let mut next = vec![0.0; n * dims];
+    let mut rs = vec![0.0; n];
+    let mut hist: Vec<IterStress> = Vec::new();
+    let t0 = Instant::now();
+    let mut converged = false;
+    let mut iterations = 0;
+    loop {
+        let raw = guttman_step(pool, delta, &x, &mut next, dims, opts.block, &mut rs);
+        let s = IterStress {
+            raw,
+            normalized: raw / norm,
+        };
+        on_iter(hist.len(), s);
+        let stop = match hist.last() {
+            Some(prev) => prev.raw - raw < opts.threshold * prev.raw || raw == 0.0,
+            None => raw == 0.0,
+        };
+        hist.push(s);
+        if stop {
+            converged = true;
+            break;
+        }
+        if iterations >= opts.max_iter {
+            break;
+        }
+        std::mem::swap(&mut x, &mut next);
+        iterations += 1;
+    }
+    MdsResult {
+        points: x,
+        stress: hist,
+        iterations,
+        converged,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Writes points as `index<TAB>x<TAB>y…` lines (SPIDAL's points format without labels) or, for
+/// a `.csv` path, comma-separated.
+pub fn format_points(points: &[f64], dims: usize, csv: bool) -> String {
+    use std::fmt::Write as _;
+    let sep = if csv { ',' } else { '\t' };
+    let mut s = String::new();
+    for (i, p) in points.chunks(dims).enumerate() {
+        let _ = write!(s, "{i}");
+        for v in p {
+            let _ = write!(s, "{sep}{v}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Reads points written by [`format_points`] or SPIDAL (`index x y z [label]`): returns the
+/// points (N×dims) and, when a column follows them, the labels.
+pub fn parse_points(text: &str, dims: usize, file: &str) -> Result<(Vec<f64>, Vec<usize>), String> {
+    let mut pts = Vec::new();
+    let mut labels = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let toks: Vec<&str> = line
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|t| !t.is_empty())
+            .collect();
+        if toks.is_empty() {
+            continue;
+        }
+        if toks.len() < dims + 1 {
+            return Err(format!(
+                "{file}:{}: expected an index and {dims} coordinates",
+                k + 1
+            ));
+        }
+        for t in &toks[1..=dims] {
+            pts.push(
+                t.parse::<f64>()
+                    .map_err(|_| format!("{file}:{}: not a number: {t:?}", k + 1))?,
+            );
+        }
+        if let Some(l) = toks.get(dims + 1) {
+            labels.push(
+                l.parse::<usize>()
+                    .map_err(|_| format!("{file}:{}: bad label {l:?}", k + 1))?,
+            );
+        }
+    }
+    Ok((pts, labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::procrustes;
+
+    fn planted(n: usize, dims: usize, seed: u64) -> Vec<f64> {
+        let mut rng = Rng::new(seed);
+        (0..n * dims).map(|_| rng.normal()).collect()
+    }
+
+    #[test]
+    fn recovers_planted_configuration() {
+        let n = 60;
+        let truth = planted(n, 3, 11);
+        let d = DistMatrix::euclidean(&truth, 3);
+        let pool = Pool::builder().threads(2).build().unwrap();
+        let opts = MdsOptions {
+            threshold: 1e-12,
+            max_iter: 3000,
+            block: 16,
+            ..Default::default()
+        };
+        let r = smacof(&pool, &d, None, &opts, |_, _| {});
+        let last = r.stress.last().unwrap();
+        assert!(
+            last.normalized < 1e-6,
+            "normalised stress {}",
+            last.normalized
+        );
+        let p = procrustes(&r.points, &truth, 3);
+        assert!(p.disparity < 1e-4, "Procrustes disparity {}", p.disparity);
+    }
+
+    #[test]
+    fn stress_never_increases() {
+        // Non-Euclidean dissimilarities (random), where SMACOF must still descend.
+        let n = 40;
+        let mut rng = Rng::new(5);
+        let mut data = vec![0f32; n * n];
+        for i in 0..n {
+            for j in 0..i {
+                let v = 0.2 + rng.f64() as f32;
+                data[i * n + j] = v;
+                data[j * n + i] = v;
+            }
+        }
+        let d = DistMatrix::new(n, data);
+        let pool = Pool::builder().threads(2).build().unwrap();
+        let opts = MdsOptions {
+            threshold: 0.0,
+            max_iter: 200,
+            ..Default::default()
+        };
+        let r = smacof(&pool, &d, None, &opts, |_, _| {});
+        assert!(r.stress.len() > 50);
+        for w in r.stress.windows(2) {
+            assert!(
+                w[1].raw <= w[0].raw * (1.0 + 1e-12),
+                "{} then {}",
+                w[0].raw,
+                w[1].raw
+            );
+        }
+        assert!(r.stress.last().unwrap().raw < 0.5 * r.stress[0].raw);
+    }
+
+    #[test]
+    fn thread_count_independent() {
+        let n = 150;
+        let truth = planted(n, 5, 2);
+        let d = DistMatrix::euclidean(&truth, 5);
+        let opts = MdsOptions {
+            max_iter: 30,
+            block: 8,
+            ..Default::default()
+        };
+        let runs: Vec<MdsResult> = [1, 2, 3]
+            .iter()
+            .map(|&t| {
+                let pool = Pool::builder().threads(t).build().unwrap();
+                smacof(&pool, &d, None, &opts, |_, _| {})
+            })
+            .collect();
+        for r in &runs[1..] {
+            assert_eq!(r.points, runs[0].points);
+            assert_eq!(r.stress, runs[0].stress);
+        }
+        // Two dimensions take the generic path.
+        let o2 = MdsOptions { dims: 2, ..opts };
+        let a = smacof(
+            &Pool::builder().threads(1).build().unwrap(),
+            &d,
+            None,
+            &o2,
+            |_, _| {},
+        );
+        let b = smacof(
+            &Pool::builder().threads(2).build().unwrap(),
+            &d,
+            None,
+            &o2,
+            |_, _| {},
+        );
+        assert_eq!(a.points, b.points);
+    }
+
+    #[test]
+    fn points_round_trip() {
+        let p = vec![0.5, -1.25, 3.0, 1.0, 2.0, 4.0];
+        let (q, l) = parse_points(&format_points(&p, 3, true), 3, "p.csv").unwrap();
+        assert_eq!(q, p);
+        assert!(l.is_empty());
+        let (_, l) = parse_points("0\t1\t2\t3\t7\n", 3, "p").unwrap();
+        assert_eq!(l, vec![7]);
+        assert!(parse_points("0 1\n", 3, "p").unwrap_err().contains("p:1"));
+    }
+}
