@@ -6,10 +6,13 @@
 //! the unit of work for a thread today and can become the unit owned by a rank later.
 
 pub mod alu;
+pub mod cluster;
 pub mod compare;
 pub mod distance;
 pub mod fasta;
 pub mod matrix;
 pub mod mds;
+pub mod plot;
+pub mod render;
 pub mod rng;
 mod rows;

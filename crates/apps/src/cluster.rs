@@ -1,0 +1,511 @@
+//! Deterministic-annealing pairwise clustering (Hofmann & Buhmann 1997; SPIDAL DA-PWC).
+//!
+//! Only the dissimilarities δ_ij are known, not vectors. With soft memberships M_i(k) and cluster
+//! sizes C(k) = Σ_i M_i(k), the mean-field energies are
+//!   ε_i(k) = Σ_j δ_ij M_j(k)/C(k) − ½ Σ_{jl} δ_jl M_j(k) M_l(k)/C(k)²,
+//! and at temperature T the memberships are M_i(k) = p_k e^{−ε_i(k)/T} / Σ_l p_l e^{−ε_i(l)/T}
+//! with p_k = C(k)/N. Each temperature iterates these two steps (an EM) to a fixed point, then
+//! cools. The O(N²K) product Σ_j δ_ij M_j(k) is the whole cost; it is done by row blocks.
+//!
+//! Splitting. Duplicate cluster k into two halves and perturb them by ±u; linearising the EM
+//! around the symmetric split gives u ↦ (1/T) L_k u with L_k v = P(−δ W v), where W = diag of
+//! w_j = M_j(k)/C(k) and P removes the w-weighted mean. The symmetric solution is a minimum of
+//! the free energy while T exceeds L_k's largest eigenvalue λ_k; below it the cluster's
+//! second-derivative matrix T·I − L_k has a negative eigenvalue and the cluster must split
+//! (for squared Euclidean δ this is Rose's T_c = 2λ_max(covariance)). We find λ_k and its
+//! eigenvector by the power method and split along the eigenvector, as SPIDAL does, when
+//! (T − λ_k)/T < `min_eig` (SPIDAL's MinEigTest, −0.01).
+//!
+//! Every row's sums run over j in a fixed order and all reductions run in row order, so the
+//! clustering does not depend on the thread count.
+
+use crate::matrix::DistMatrix;
+use crate::rng::Rng;
+use crate::rows::par_rows;
+use std::time::Instant;
+use tiers_node::{Pool, Schedule};
+
+/// DA-PWC settings (defaults from SPIDAL's fungi run).
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// Most clusters (SPIDAL MaxNcent).
+    pub max_clusters: usize,
+    /// Cooling factor while clusters are still splitting (InitialCoolingFactor).
+    pub cooling: f64,
+    /// Cooling factor once `max_clusters` is reached (FineCoolingFactor).
+    pub fine_cooling: f64,
+    /// Stop when the mean membership uncertainty Σ_k M(1−M) per point is below this
+    /// (FreezingLimit).
+    pub freezing: f64,
+    /// A temperature's EM stops when no ε_i(k) moved by more than this times the mean distance
+    /// (EpsiMaxChange).
+    pub epsi_change: f64,
+    /// EM iterations allowed per temperature (ConvergenceLoopLimit).
+    pub em_limit: usize,
+    /// Split when (T − λ)/T is below this (MinEigTest).
+    pub min_eig: f64,
+    /// Clusters smaller than this never split (TooSmallToSplit).
+    pub too_small: f64,
+    /// Power-method iteration limit (PowerIterationLimit).
+    pub power_limit: usize,
+    /// Power method stops when the eigenvalue changes by less than this, relatively
+    /// (EigenValueChange).
+    pub eig_change: f64,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            max_clusters: 10,
+            cooling: 0.9,
+            fine_cooling: 0.99,
+            freezing: 0.002,
+            epsi_change: 0.001,
+            em_limit: 2000,
+            min_eig: -0.01,
+            too_small: 5.0,
+            power_limit: 200,
+            eig_change: 0.001,
+        }
+    }
+}
+
+/// A clustering result.
+#[derive(Clone, Debug)]
+pub struct ClusterResult {
+    /// Hard assignment: the cluster of largest membership, per point.
+    pub labels: Vec<usize>,
+    /// Final soft memberships, N×K row-major.
+    pub memberships: Vec<f64>,
+    /// Number of clusters.
+    pub k: usize,
+    /// Temperatures visited.
+    pub temperatures: usize,
+    /// EM iterations in all.
+    pub em_iterations: usize,
+    /// Temperature at the first split (the first critical temperature).
+    pub t_start: f64,
+    /// Final temperature.
+    pub t_final: f64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// One progress event.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A temperature converged with `k` clusters after `em` iterations.
+    Temperature {
+        t: f64,
+        k: usize,
+        em: usize,
+        uncertainty: f64,
+    },
+    /// Cluster `cluster` split at temperature `t` (eigenvalue `lambda`).
+    Split { t: f64, cluster: usize, lambda: f64 },
+}
+
+/// S = δ·M (N×K): S_i(k) = Σ_j δ_ij M_j(k), by row blocks.
+pub fn delta_times(pool: &Pool, delta: &DistMatrix, m: &[f64], k: usize, out: &mut [f64]) {
+    par_rows(pool, out, k, Schedule::Blocked(32), |rows, block| {
+        for (i, o) in rows.zip(block.chunks_mut(k)) {
+            o.fill(0.0);
+            let d = delta.row(i);
+            if k == 1 {
+                o[0] = d.iter().zip(m).map(|(&a, &b)| f64::from(a) * b).sum();
+                continue;
+            }
+            for (j, &dij) in d.iter().enumerate() {
+                let dij = f64::from(dij);
+                let mj = &m[j * k..(j + 1) * k];
+                for (a, &b) in o.iter_mut().zip(mj) {
+                    *a += dij * b;
+                }
+            }
+        }
+    });
+}
+
+/// The largest eigenvalue of L v = P(−δ W v) for cluster weights `w` (Σ w = 1) and its
+/// eigenvector, by the power method (shifted when the dominant eigenvalue is negative).
+fn power_method(
+    pool: &Pool,
+    delta: &DistMatrix,
+    w: &[f64],
+    start: &[f64],
+    opts: &ClusterOptions,
+) -> (f64, Vec<f64>) {
+    let n = delta.n;
+    let center = |v: &mut [f64]| {
+        let mean: f64 = v.iter().zip(w).map(|(a, b)| a * b).sum();
+        v.iter_mut().for_each(|x| *x -= mean);
+    };
+    let wnorm = |v: &[f64]| v.iter().zip(w).map(|(a, b)| a * a * b).sum::<f64>().sqrt();
+    let mut shift = 0.0;
+    let mut result = (0.0, start.to_vec());
+    for _pass in 0..2 {
+        let mut v = start.to_vec();
+        center(&mut v);
+        let nv = wnorm(&v).max(1e-300);
+        v.iter_mut().for_each(|x| *x /= nv);
+        let mut lambda = 0.0;
+        let mut y = vec![0.0; n];
+        let mut wv = vec![0.0; n];
+        for it in 0..opts.power_limit {
+            for j in 0..n {
+                wv[j] = w[j] * v[j];
+            }
+            delta_times(pool, delta, &wv, 1, &mut y);
+            y.iter_mut().zip(&v).for_each(|(a, b)| *a = -*a + shift * b);
+            center(&mut y);
+            // Rayleigh quotient in the w-inner product (L is self-adjoint there).
+            let l: f64 = y.iter().zip(&v).zip(w).map(|((a, b), c)| a * b * c).sum();
+            let ny = wnorm(&y);
+            if ny < 1e-300 {
+                lambda = 0.0;
+                break;
+            }
+            for j in 0..n {
+                v[j] = y[j] / ny;
+            }
+            let done = it > 2 && (l - lambda).abs() <= opts.eig_change * l.abs();
+            lambda = l;
+            if done {
+                break;
+            }
+        }
+        result = (lambda - shift, v);
+        if result.0 >= 0.0 || shift != 0.0 {
+            break;
+        }
+        // The dominant eigenvalue is negative: shift it away to reach the top of the spectrum.
+        shift = -lambda;
+    }
+    result
+}
+
+/// Runs DA-PWC on `delta`, reporting progress through `on_event`.
+pub fn da_pwc(
+    pool: &Pool,
+    delta: &DistMatrix,
+    opts: &ClusterOptions,
+    mut on_event: impl FnMut(&Event),
+) -> ClusterResult {
+    let n = delta.n;
+    let t0 = Instant::now();
+    assert!(n > 0, "empty distance matrix");
+    let mean_delta = delta.data.iter().map(|&d| f64::from(d)).sum::<f64>() / (n * n) as f64;
+    let tol = opts.epsi_change * mean_delta.max(1e-300);
+    let mut rng = Rng::new(12345);
+    let noise: Vec<f64> = (0..n).map(|_| rng.f64() - 0.5).collect();
+
+    let mut k = 1usize;
+    let mut m = vec![1.0f64; n];
+    let mut eig_start: Vec<Vec<f64>> = vec![noise.clone()];
+    // The first critical temperature: the largest eigenvalue for the whole set.
+    let w_all = vec![1.0 / n as f64; n];
+    let (lambda0, v0) = power_method(pool, delta, &w_all, &noise, opts);
+    eig_start[0] = v0;
+    let t_start = lambda0.max(1e-12);
+    let mut t = t_start;
+    let mut temperatures = 0;
+    let mut em_total = 0;
+    let mut s = vec![0.0; n];
+    let mut eps = vec![0.0; n];
+    loop {
+        // EM to a fixed point at temperature t.
+        let mut em = 0;
+        loop {
+            s.resize(n * k, 0.0);
+            delta_times(pool, delta, &m, k, &mut s);
+            let c: Vec<f64> = (0..k)
+                .map(|c| (0..n).map(|i| m[i * k + c]).sum::<f64>())
+                .collect();
+            let mut a = vec![0.0; k];
+            for i in 0..n {
+                for cl in 0..k {
+                    a[cl] += m[i * k + cl] * s[i * k + cl];
+                }
+            }
+            for cl in 0..k {
+                a[cl] = -0.5 * a[cl] / (c[cl] * c[cl]).max(1e-300);
+            }
+            let mut change = 0.0f64;
+            let first = eps.len() != n * k || em == 0;
+            eps.resize(n * k, 0.0);
+            for i in 0..n {
+                let row = i * k;
+                let mut emin = f64::INFINITY;
+                for cl in 0..k {
+                    let e = s[row + cl] / c[cl].max(1e-300) + a[cl];
+                    if !first {
+                        change = change.max((e - eps[row + cl]).abs());
+                    }
+                    eps[row + cl] = e;
+                    emin = emin.min(e);
+                }
+                let mut z = 0.0;
+                for cl in 0..k {
+                    let v = (c[cl] / n as f64) * (-(eps[row + cl] - emin) / t).exp();
+                    m[row + cl] = v;
+                    z += v;
+                }
+                for cl in 0..k {
+                    m[row + cl] /= z;
+                }
+            }
+            em += 1;
+            if (!first && change < tol) || em >= opts.em_limit || k == 1 {
+                break;
+            }
+        }
+        em_total += em;
+        temperatures += 1;
+        let uncertainty = m.iter().map(|&x| x * (1.0 - x)).sum::<f64>() / n as f64;
+        on_event(&Event::Temperature {
+            t,
+            k,
+            em,
+            uncertainty,
+        });
+
+        // Split test.
+        let mut split = None;
+        if k < opts.max_clusters {
+            let mut best = opts.min_eig;
+            for cl in 0..k {
+                let size: f64 = (0..n).map(|i| m[i * k + cl]).sum();
+                if size < opts.too_small {
+                    continue;
+                }
+                let w: Vec<f64> = (0..n).map(|i| m[i * k + cl] / size).collect();
+                let (lambda, v) = power_method(pool, delta, &w, &eig_start[cl], opts);
+                eig_start[cl] = v.clone();
+                let test = (t - lambda) / t;
+                if test < best {
+                    best = test;
+                    split = Some((cl, lambda, v));
+                }
+            }
+        }
+        if let Some((cl, lambda, v)) = split {
+            on_event(&Event::Split {
+                t,
+                cluster: cl,
+                lambda,
+            });
+            let vmax = v.iter().fold(0.0f64, |a, b| a.max(b.abs())).max(1e-300);
+            let mut m2 = vec![0.0; n * (k + 1)];
+            for i in 0..n {
+                for c2 in 0..k {
+                    m2[i * (k + 1) + c2] = m[i * k + c2];
+                }
+                let base = m[i * k + cl];
+                let d = 0.5 * v[i] / vmax;
+                m2[i * (k + 1) + cl] = base * 0.5 * (1.0 + d);
+                m2[i * (k + 1) + k] = base * 0.5 * (1.0 - d);
+            }
+            m = m2;
+            k += 1;
+            eig_start.push(noise.clone());
+            eig_start[cl] = noise.clone();
+            eps.clear();
+            continue; // re-converge at the same temperature
+        }
+        if uncertainty < opts.freezing && (k >= opts.max_clusters || t < 1e-6 * t_start) {
+            break;
+        }
+        if t < 1e-9 * t_start {
+            break;
+        }
+        t *= if k >= opts.max_clusters {
+            opts.fine_cooling
+        } else {
+            opts.cooling
+        };
+    }
+    let labels = (0..n)
+        .map(|i| {
+            let row = &m[i * k..(i + 1) * k];
+            (0..k).fold(0, |b, c| if row[c] > row[b] { c } else { b })
+        })
+        .collect();
+    ClusterResult {
+        labels,
+        memberships: m,
+        k,
+        temperatures,
+        em_iterations: em_total,
+        t_start,
+        t_final: t,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Writes `index<TAB>cluster` lines.
+pub fn format_labels(labels: &[usize]) -> String {
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{i}\t{l}\n"))
+        .collect()
+}
+
+/// Reads `index<TAB>cluster` lines (SPIDAL's cluster files), returning labels in index order.
+pub fn parse_labels(text: &str, file: &str) -> Result<Vec<usize>, String> {
+    let mut pairs = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let t: Vec<&str> = line.split_whitespace().collect();
+        if t.is_empty() {
+            continue;
+        }
+        let bad = || format!("{file}:{}: expected `index<TAB>cluster`", k + 1);
+        if t.len() < 2 {
+            return Err(bad());
+        }
+        let i: usize = t[0].parse().map_err(|_| bad())?;
+        let c: usize = t[1].parse().map_err(|_| bad())?;
+        pairs.push((i, c));
+    }
+    pairs.sort_unstable();
+    for (pos, (i, _)) in pairs.iter().enumerate() {
+        if *i != pos {
+            return Err(format!(
+                "{file}: indices are not 0..{} (missing or repeated {pos})",
+                pairs.len()
+            ));
+        }
+    }
+    Ok(pairs.into_iter().map(|(_, c)| c).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alu::{generate, AluSpec};
+    use crate::compare::adjusted_rand_index;
+    use crate::distance::{pairwise, Metric};
+
+    fn gaussian_blobs(per: usize, centers: &[(f64, f64)], seed: u64) -> (DistMatrix, Vec<usize>) {
+        let mut rng = Rng::new(seed);
+        let mut pts = Vec::new();
+        let mut lab = Vec::new();
+        for i in 0..per * centers.len() {
+            let c = i % centers.len();
+            pts.push(centers[c].0 + 0.3 * rng.normal());
+            pts.push(centers[c].1 + 0.3 * rng.normal());
+            lab.push(c);
+        }
+        (DistMatrix::euclidean(&pts, 2), lab)
+    }
+
+    #[test]
+    fn blobs_recovered_and_thread_independent() {
+        let (d, truth) = gaussian_blobs(30, &[(0.0, 0.0), (5.0, 0.0), (0.0, 5.0), (5.0, 5.0)], 4);
+        let opts = ClusterOptions {
+            max_clusters: 4,
+            ..Default::default()
+        };
+        let mut splits = Vec::new();
+        let r1 = da_pwc(
+            &Pool::builder().threads(1).build().unwrap(),
+            &d,
+            &opts,
+            |e| {
+                if let Event::Split { t, .. } = e {
+                    splits.push(*t)
+                }
+            },
+        );
+        assert_eq!(r1.k, 4);
+        assert_eq!(splits.len(), 3);
+        // Splits happen while cooling: temperatures never rise.
+        assert!(splits.windows(2).all(|w| w[1] <= w[0]));
+        let ari = adjusted_rand_index(&r1.labels, &truth);
+        assert!(ari > 0.95, "ARI {ari}");
+        let r2 = da_pwc(
+            &Pool::builder().threads(2).build().unwrap(),
+            &d,
+            &opts,
+            |_| {},
+        );
+        assert_eq!(r1.labels, r2.labels);
+        assert_eq!(r1.memberships, r2.memberships);
+    }
+
+    #[test]
+    fn critical_temperature_of_two_points_groups() {
+        // Two groups at distance D, zero inside: the first split is at T = D/2.
+        let n = 20;
+        let dd = 0.8f32;
+        let mut data = vec![0f32; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                if (i < n / 2) != (j < n / 2) {
+                    data[i * n + j] = dd;
+                }
+            }
+        }
+        let d = DistMatrix::new(n, data);
+        let opts = ClusterOptions {
+            max_clusters: 2,
+            ..Default::default()
+        };
+        let r = da_pwc(
+            &Pool::builder().threads(2).build().unwrap(),
+            &d,
+            &opts,
+            |_| {},
+        );
+        assert!((r.t_start - 0.4).abs() < 1e-3, "T_c = {}", r.t_start);
+        assert_eq!(r.k, 2);
+        assert!(r.labels[..n / 2].iter().all(|&l| l == r.labels[0]));
+        assert!(r.labels[n / 2..]
+            .iter()
+            .all(|&l| l == r.labels[n - 1] && l != r.labels[0]));
+    }
+
+    #[test]
+    fn planted_alu_families_and_subfamilies_recovered() {
+        // The generator's defaults: 4 families of 3 subfamilies.
+        let seqs = generate(&AluSpec {
+            n: 240,
+            ..Default::default()
+        });
+        let s: Vec<&[u8]> = seqs.iter().map(|a| a.record.seq.as_slice()).collect();
+        let pool = Pool::builder().threads(2).build().unwrap();
+        let d = pairwise(&pool, &s, Metric::Kmer(5)).unwrap();
+        let fams: Vec<usize> = seqs.iter().map(|a| a.family).collect();
+        let subs: Vec<usize> = seqs.iter().map(|a| a.subfamily).collect();
+        let opts = ClusterOptions {
+            max_clusters: 4,
+            ..Default::default()
+        };
+        let r = da_pwc(&pool, &d, &opts, |_| {});
+        let ari = adjusted_rand_index(&r.labels, &fams);
+        assert!(ari >= 0.9, "family ARI {ari}");
+        let opts = ClusterOptions {
+            max_clusters: 12,
+            ..Default::default()
+        };
+        let r = da_pwc(&pool, &d, &opts, |_| {});
+        let ari = adjusted_rand_index(&r.labels, &subs);
+        assert!(ari >= 0.9, "subfamily ARI {ari}");
+        let r1 = da_pwc(
+            &Pool::builder().threads(1).build().unwrap(),
+            &d,
+            &opts,
+            |_| {},
+        );
+        assert_eq!(r.labels, r1.labels);
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        let l = vec![3, 1, 4, 1, 5];
+        assert_eq!(parse_labels(&format_labels(&l), "c").unwrap(), l);
+        assert!(parse_labels("0\t1\n2\t1\n", "c.txt")
+            .unwrap_err()
+            .contains("missing"));
+    }
+}

@@ -1,0 +1,239 @@
+//! Tile rendering of a Mandelbrot image, the uneven workload of seed 004 (Fig. 8).
+//!
+//! The image is cut into S×S-pixel tiles. Points inside the set cost the full iteration limit
+//! and points far outside a few iterations, so tiles differ in cost by orders of magnitude. The
+//! static schedule gives each worker one contiguous run of tiles; the dynamic schedule lets
+//! workers claim the next tile from one shared atomic counter. The default view is off-centre
+//! (mostly the upper half-plane) so that a static split by rows is visibly unbalanced. Each
+//! pixel depends only on its coordinates, so the image is the same bytes whatever the schedule
+//! or thread count.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+use tiers_node::{partition, Pool};
+
+/// How tiles are shared among workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileSchedule {
+    /// Contiguous runs of tiles, one per worker.
+    Static,
+    /// Next tile from one atomic counter.
+    Dynamic,
+}
+
+impl TileSchedule {
+    /// Parses `static` or `dynamic`.
+    pub fn parse(s: &str) -> Result<TileSchedule, String> {
+        match s {
+            "static" => Ok(TileSchedule::Static),
+            "dynamic" => Ok(TileSchedule::Dynamic),
+            _ => Err(format!("unknown schedule {s:?}: use static or dynamic")),
+        }
+    }
+}
+
+/// What to render.
+#[derive(Clone, Debug)]
+pub struct RenderSpec {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Tile edge in pixels.
+    pub tile: usize,
+    /// Iteration limit per pixel.
+    pub max_iter: u32,
+    /// View: x range.
+    pub x: (f64, f64),
+    /// View: y range (top, bottom).
+    pub y: (f64, f64),
+}
+
+impl Default for RenderSpec {
+    fn default() -> Self {
+        RenderSpec {
+            width: 1024,
+            height: 768,
+            tile: 32,
+            max_iter: 1000,
+            x: (-2.2, 0.8),
+            y: (1.4, -0.85),
+        }
+    }
+}
+
+/// A rendered image.
+#[derive(Clone, Debug)]
+pub struct Image {
+    /// Width.
+    pub width: usize,
+    /// Height.
+    pub height: usize,
+    /// RGB bytes, row-major.
+    pub rgb: Vec<u8>,
+    /// Seconds spent by each worker on its tiles (the imbalance shows here).
+    pub busy: Vec<f64>,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+impl Image {
+    /// FNV-1a 64-bit checksum of the pixels.
+    pub fn checksum(&self) -> u64 {
+        self.rgb.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+    }
+
+    /// PNG bytes.
+    pub fn png(&self) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+        encode_png(self.width, self.height, &self.rgb)
+    }
+}
+
+/// Encodes RGB8 pixels as PNG.
+pub fn encode_png(
+    width: usize,
+    height: usize,
+    rgb: &[u8],
+) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, width as u32, height as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header()?;
+        w.write_image_data(rgb)?;
+    }
+    Ok(out)
+}
+
+fn pixel(spec: &RenderSpec, px: usize, py: usize) -> [u8; 3] {
+    let cx = spec.x.0 + (spec.x.1 - spec.x.0) * (px as f64 + 0.5) / spec.width as f64;
+    let cy = spec.y.0 + (spec.y.1 - spec.y.0) * (py as f64 + 0.5) / spec.height as f64;
+    let (mut zx, mut zy) = (0.0f64, 0.0f64);
+    let mut it = 0;
+    while it < spec.max_iter && zx * zx + zy * zy <= 4.0 {
+        let t = zx * zx - zy * zy + cx;
+        zy = 2.0 * zx * zy + cy;
+        zx = t;
+        it += 1;
+    }
+    if it >= spec.max_iter {
+        return [0, 0, 0];
+    }
+    let v = (it as f64).sqrt() / (spec.max_iter as f64).sqrt();
+    [
+        (9.0 * (1.0 - v) * v * v * v * 255.0) as u8,
+        (15.0 * (1.0 - v).powi(2) * v * v * 255.0) as u8,
+        (8.5 * (1.0 - v).powi(3) * v * 255.0) as u8,
+    ]
+}
+
+fn render_tile(spec: &RenderSpec, t: usize) -> Vec<u8> {
+    let tiles_x = spec.width.div_ceil(spec.tile);
+    let (tx, ty) = (t % tiles_x, t / tiles_x);
+    let x0 = tx * spec.tile;
+    let y0 = ty * spec.tile;
+    let x1 = (x0 + spec.tile).min(spec.width);
+    let y1 = (y0 + spec.tile).min(spec.height);
+    let mut out = Vec::with_capacity((x1 - x0) * (y1 - y0) * 3);
+    for py in y0..y1 {
+        for px in x0..x1 {
+            out.extend_from_slice(&pixel(spec, px, py));
+        }
+    }
+    out
+}
+
+/// Renders the image with the given schedule.
+pub fn render(pool: &Pool, spec: &RenderSpec, schedule: TileSchedule) -> Image {
+    assert!(spec.width > 0 && spec.height > 0 && spec.tile > 0);
+    let tiles_x = spec.width.div_ceil(spec.tile);
+    let tiles_y = spec.height.div_ceil(spec.tile);
+    let ntiles = tiles_x * tiles_y;
+    let done: Vec<OnceLock<Vec<u8>>> = (0..ntiles).map(|_| OnceLock::new()).collect();
+    let busy: Vec<OnceLock<f64>> = (0..pool.threads()).map(|_| OnceLock::new()).collect();
+    let next = AtomicUsize::new(0);
+    let t0 = Instant::now();
+    pool.spmd(|w| {
+        let start = Instant::now();
+        let mut claim = |t: usize| {
+            let _ = done[t].set(render_tile(spec, t));
+        };
+        match schedule {
+            TileSchedule::Static => partition(ntiles, w.count(), w.index()).for_each(&mut claim),
+            TileSchedule::Dynamic => loop {
+                let t = next.fetch_add(1, Ordering::Relaxed);
+                if t >= ntiles {
+                    break;
+                }
+                claim(t);
+            },
+        }
+        let _ = busy[w.index()].set(start.elapsed().as_secs_f64());
+    });
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut rgb = vec![0u8; spec.width * spec.height * 3];
+    for (t, cell) in done.iter().enumerate() {
+        let tile = cell.get().expect("every tile rendered");
+        let (tx, ty) = (t % tiles_x, t / tiles_x);
+        let x0 = tx * spec.tile;
+        let w = (x0 + spec.tile).min(spec.width) - x0;
+        for (r, line) in tile.chunks(w * 3).enumerate() {
+            let at = ((ty * spec.tile + r) * spec.width + x0) * 3;
+            rgb[at..at + w * 3].copy_from_slice(line);
+        }
+    }
+    Image {
+        width: spec.width,
+        height: spec.height,
+        rgb,
+        busy: busy
+            .iter()
+            .map(|b| b.get().copied().unwrap_or(0.0))
+            .collect(),
+        seconds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_whatever_the_schedule() {
+        // Odd sizes so edge tiles are partial.
+        let spec = RenderSpec {
+            width: 203,
+            height: 131,
+            tile: 16,
+            max_iter: 200,
+            ..Default::default()
+        };
+        let one = render(
+            &Pool::builder().threads(1).build().unwrap(),
+            &spec,
+            TileSchedule::Static,
+        );
+        let p2 = Pool::builder().threads(2).build().unwrap();
+        let st = render(&p2, &spec, TileSchedule::Static);
+        let dy = render(&p2, &spec, TileSchedule::Dynamic);
+        let p3 = Pool::builder().threads(3).build().unwrap();
+        let dy3 = render(&p3, &spec, TileSchedule::Dynamic);
+        assert_eq!(one.checksum(), st.checksum());
+        assert_eq!(one.checksum(), dy.checksum());
+        assert_eq!(one.checksum(), dy3.checksum());
+        assert_eq!(one.png().unwrap(), dy3.png().unwrap());
+        // The image is not trivial: it has set (black) and non-set pixels.
+        let black = one.rgb.chunks(3).filter(|p| p == &[0, 0, 0]).count();
+        assert!(black > 100 && black < 203 * 131 - 100, "{black}");
+        // A pixel computed alone matches the assembled image.
+        let (x, y) = (150, 77);
+        assert_eq!(
+            &one.rgb[(y * 203 + x) * 3..(y * 203 + x) * 3 + 3],
+            &pixel(&spec, x, y)
+        );
+    }
+}
