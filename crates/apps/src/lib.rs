@@ -6,12 +6,14 @@
 //! the unit of work for a thread today and can become the unit owned by a rank later.
 
 pub mod alu;
+pub mod cli;
 pub mod cluster;
 pub mod compare;
 pub mod distance;
 pub mod fasta;
 pub mod matrix;
 pub mod mds;
+pub mod model;
 pub mod plot;
 pub mod render;
 pub mod rng;

@@ -26,6 +26,8 @@ enum Command {
     },
     /// Run a benchmark: tiers beside its peers in one run. `tiers bench list` names them all.
     Bench(bench::BenchArgs),
+    #[command(flatten)]
+    App(tiers_apps::cli::AppCommand),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench::run(args),
+        Command::App(cmd) => tiers_apps::cli::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

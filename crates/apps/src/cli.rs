@@ -1,0 +1,506 @@
+//! Command-line front ends of the applications, flattened into the `tiers` command.
+
+use crate::alu::{generate, AluSpec};
+use crate::cluster::{da_pwc, ClusterOptions, Event};
+use crate::compare::{adjusted_rand_index, procrustes};
+use crate::distance::{pairwise, Metric};
+use crate::mds::{smacof, MdsOptions};
+use crate::model::{append_run, Run};
+use crate::render::{render, RenderSpec, TileSchedule};
+use crate::{fasta, matrix, model, plot};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tiers_node::Pool;
+
+type Res = Result<(), Box<dyn std::error::Error>>;
+
+/// The application commands.
+#[derive(Subcommand, Debug)]
+pub enum AppCommand {
+    /// Generate data sets (`tiers data alu --n N --out FILE.fasta`).
+    Data(DataArgs),
+    /// Pairwise sequence distances of a FASTA file, in parallel by row blocks.
+    Distances(DistancesArgs),
+    /// SMACOF multidimensional scaling of a distance matrix.
+    Mds(MdsArgs),
+    /// Deterministic-annealing pairwise clustering (DA-PWC) of a distance matrix.
+    Cluster(ClusterArgs),
+    /// Render a Mandelbrot image by tiles, statically or dynamically scheduled.
+    Render(RenderArgs),
+    /// The overhead model: speedup, efficiency, overhead and its 1-/2-factor fits from runs.
+    Model(ModelArgs),
+}
+
+/// `tiers data`.
+#[derive(Args, Debug)]
+pub struct DataArgs {
+    #[command(subcommand)]
+    kind: DataKind,
+}
+
+#[derive(Subcommand, Debug)]
+enum DataKind {
+    /// Synthetic Alu-like sequences with planted family/subfamily labels (written to
+    /// OUT.labels.txt as `index<TAB>family<TAB>subfamily`).
+    Alu(AluArgs),
+}
+
+#[derive(Args, Debug)]
+struct AluArgs {
+    /// Number of sequences.
+    #[arg(long, default_value_t = 3000)]
+    n: usize,
+    /// Output FASTA file.
+    #[arg(long)]
+    out: PathBuf,
+    /// Families.
+    #[arg(long, default_value_t = 4)]
+    families: usize,
+    /// Subfamilies per family.
+    #[arg(long, default_value_t = 3)]
+    subfamilies: usize,
+    /// Per-copy point mutation rate.
+    #[arg(long, default_value_t = 0.02)]
+    mutation: f64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Accepted for uniformity; generation is serial.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+/// `tiers distances`.
+#[derive(Args, Debug)]
+pub struct DistancesArgs {
+    /// Input FASTA.
+    input: PathBuf,
+    /// hamming, kmer (k = 5), kmer:K or swg.
+    #[arg(long, default_value = "swg")]
+    metric: String,
+    /// Output matrix (.bin SPIDAL int16, .npy, .csv).
+    #[arg(long)]
+    out: PathBuf,
+    /// Write SPIDAL's format big-endian.
+    #[arg(long)]
+    big_endian: bool,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Append this run's time to a runs file for `tiers model`.
+    #[arg(long)]
+    runs: Option<PathBuf>,
+}
+
+/// `tiers mds`.
+#[derive(Args, Debug)]
+pub struct MdsArgs {
+    /// Distance matrix (.bin SPIDAL int16, .npy, .csv).
+    input: PathBuf,
+    /// Target dimension.
+    #[arg(long, default_value_t = 3)]
+    dims: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Output points (`index,x,y,z` for .csv, tab-separated otherwise).
+    #[arg(long)]
+    out: PathBuf,
+    /// Also plot the points (.svg or .png), coloured by --labels when given.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Cluster file (`index<TAB>cluster`) colouring the plot.
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// Block size of the blocked matrix multiply.
+    #[arg(long, default_value_t = 64)]
+    block: usize,
+    /// Stop when an iteration lowers the stress by less than this fraction.
+    #[arg(long, default_value_t = 1e-6)]
+    threshold: f64,
+    /// Iteration limit.
+    #[arg(long, default_value_t = 1000)]
+    max_iter: usize,
+    /// Seed of the random start.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The matrix is SPIDAL big-endian.
+    #[arg(long)]
+    big_endian: bool,
+    /// Reference points (`index x y z …`, e.g. SPIDAL's) to compare with after a Procrustes fit.
+    #[arg(long)]
+    reference: Option<PathBuf>,
+    /// Append this run's time to a runs file for `tiers model`.
+    #[arg(long)]
+    runs: Option<PathBuf>,
+    /// No per-iteration progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `tiers cluster`.
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// Distance matrix (.bin SPIDAL int16, .npy, .csv).
+    input: PathBuf,
+    /// Most clusters.
+    #[arg(long, default_value_t = 10)]
+    max_clusters: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Output `index<TAB>cluster` file.
+    #[arg(long)]
+    out: PathBuf,
+    /// Cooling factor while splitting.
+    #[arg(long, default_value_t = 0.9)]
+    cooling: f64,
+    /// Cooling factor once all clusters exist.
+    #[arg(long, default_value_t = 0.99)]
+    fine_cooling: f64,
+    /// Freezing limit on the mean membership uncertainty.
+    #[arg(long, default_value_t = 0.002)]
+    freezing: f64,
+    /// The matrix is SPIDAL big-endian.
+    #[arg(long)]
+    big_endian: bool,
+    /// Reference clustering (`index<TAB>cluster`) to score by adjusted Rand index.
+    #[arg(long)]
+    reference: Option<PathBuf>,
+    /// Append this run's time to a runs file for `tiers model`.
+    #[arg(long)]
+    runs: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `tiers render`.
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// Width in pixels.
+    #[arg(long, default_value_t = 1024)]
+    width: usize,
+    /// Height in pixels.
+    #[arg(long, default_value_t = 768)]
+    height: usize,
+    /// Tile edge in pixels.
+    #[arg(long, default_value_t = 32)]
+    tiles: usize,
+    /// static or dynamic.
+    #[arg(long, default_value = "dynamic")]
+    schedule: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Iteration limit per pixel.
+    #[arg(long, default_value_t = 1000)]
+    max_iter: u32,
+    /// Output PNG.
+    #[arg(long)]
+    out: PathBuf,
+    /// Append this run's time to a runs file for `tiers model`.
+    #[arg(long)]
+    runs: Option<PathBuf>,
+}
+
+/// `tiers model`.
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    /// Runs file (`{"runs": [{"app", "threads", "nodes", "size", "seconds"}]}`).
+    runs: PathBuf,
+    /// Plot measured and modelled overhead (SVG).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Accepted for uniformity; the model is serial.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+fn pool(threads: usize) -> Result<Pool, Box<dyn std::error::Error>> {
+    if threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    Ok(Pool::builder().threads(threads).build()?)
+}
+
+fn write_text(path: &Path, text: &str) -> Res {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+fn record(runs: &Option<PathBuf>, app: &str, threads: usize, size: usize, seconds: f64) -> Res {
+    if let Some(p) = runs {
+        append_run(
+            p,
+            Run {
+                app: app.into(),
+                threads,
+                nodes: 1,
+                size,
+                seconds,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs one application command.
+pub fn run(cmd: AppCommand) -> Res {
+    match cmd {
+        AppCommand::Data(DataArgs {
+            kind: DataKind::Alu(a),
+        }) => {
+            let spec = AluSpec {
+                n: a.n,
+                families: a.families,
+                subfamilies: a.subfamilies,
+                mutation: a.mutation,
+                seed: a.seed,
+                ..Default::default()
+            };
+            let seqs = generate(&spec);
+            let recs: Vec<fasta::Record> = seqs.iter().map(|s| s.record.clone()).collect();
+            write_text(&a.out, &fasta::format(&recs))?;
+            let labels: String = seqs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| format!("{i}\t{}\t{}\n", s.family, s.subfamily))
+                .collect();
+            let lp = labels_path(&a.out);
+            write_text(&lp, &labels)?;
+            eprintln!(
+                "wrote {} sequences to {} and labels to {}",
+                seqs.len(),
+                a.out.display(),
+                lp.display()
+            );
+            Ok(())
+        }
+        AppCommand::Distances(a) => {
+            let metric = Metric::parse(&a.metric)?;
+            let recs = fasta::read(&a.input)?;
+            let seqs: Vec<&[u8]> = recs.iter().map(|r| r.seq.as_slice()).collect();
+            let p = pool(a.threads)?;
+            let t0 = Instant::now();
+            let d = pairwise(&p, &seqs, metric)?;
+            let secs = t0.elapsed().as_secs_f64();
+            matrix::write(&a.out, &d, a.big_endian)?;
+            let pairs = (d.n * d.n.saturating_sub(1) / 2) as f64;
+            eprintln!(
+                "{} distances of {} sequences: {:.3} s, {:.3e} pairs/s, {} threads; wrote {}",
+                metric.name(),
+                d.n,
+                secs,
+                pairs / secs,
+                a.threads,
+                a.out.display()
+            );
+            record(
+                &a.runs,
+                &format!("distances-{}", metric.name()),
+                a.threads,
+                d.n,
+                secs,
+            )
+        }
+        AppCommand::Mds(a) => {
+            let d = matrix::read(&a.input, a.big_endian, None)?;
+            let p = pool(a.threads)?;
+            let opts = MdsOptions {
+                dims: a.dims,
+                block: a.block,
+                threshold: a.threshold,
+                max_iter: a.max_iter,
+                seed: a.seed,
+            };
+            let quiet = a.quiet;
+            let r = smacof(&p, &d, None, &opts, |k, s| {
+                if !quiet && (k < 10 || k % 10 == 0) {
+                    eprintln!(
+                        "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
+                        s.raw, s.normalized
+                    );
+                }
+            });
+            let last = r.stress.last().copied().expect("at least one stress");
+            eprintln!(
+                "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} threads)",
+                r.iterations,
+                if r.converged { "converged" } else { "iteration limit" },
+                last.raw,
+                last.normalized,
+                r.seconds,
+                r.seconds / r.stress.len() as f64,
+                a.threads
+            );
+            let csv = a
+                .out
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+            write_text(&a.out, &crate::mds::format_points(&r.points, a.dims, csv))?;
+            if let Some(refp) = &a.reference {
+                let text = std::fs::read_to_string(refp)
+                    .map_err(|e| format!("{}: {e}", refp.display()))?;
+                let (y, _) = crate::mds::parse_points(&text, a.dims, &refp.display().to_string())?;
+                if y.len() != r.points.len() {
+                    return Err(format!(
+                        "{}: {} points, the matrix has {}",
+                        refp.display(),
+                        y.len() / a.dims,
+                        d.n
+                    )
+                    .into());
+                }
+                let pr = procrustes(&r.points, &y, a.dims);
+                let mut ys = crate::mds::stress(&p, &d, &y, a.dims);
+                ys /= crate::mds::delta_norm(&d);
+                println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
+            }
+            if let Some(pp) = &a.plot {
+                let labels = match &a.labels {
+                    Some(l) => crate::cluster::parse_labels(
+                        &std::fs::read_to_string(l).map_err(|e| format!("{}: {e}", l.display()))?,
+                        &l.display().to_string(),
+                    )?,
+                    None => vec![0; d.n],
+                };
+                plot::write(
+                    pp,
+                    &r.points,
+                    a.dims,
+                    &labels,
+                    &format!("SMACOF MDS of {} points", d.n),
+                )?;
+            }
+            record(
+                &a.runs,
+                "mds",
+                a.threads,
+                d.n,
+                r.seconds / r.stress.len() as f64,
+            )
+        }
+        AppCommand::Cluster(a) => {
+            let d = matrix::read(&a.input, a.big_endian, None)?;
+            let p = pool(a.threads)?;
+            let opts = ClusterOptions {
+                max_clusters: a.max_clusters,
+                cooling: a.cooling,
+                fine_cooling: a.fine_cooling,
+                freezing: a.freezing,
+                ..Default::default()
+            };
+            let quiet = a.quiet;
+            let r = da_pwc(&p, &d, &opts, |e| {
+                if quiet {
+                    return;
+                }
+                match e {
+                    Event::Split { t, cluster, lambda } => eprintln!("[cluster] T {t:.5e}: split cluster {cluster} (eigenvalue {lambda:.5e})"),
+                    Event::Temperature { t, k, em, uncertainty } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
+                }
+            });
+            eprintln!(
+                "[cluster] {} clusters, {} temperatures, {} EM iterations, {:.3} s ({:.4} s/EM iteration, {} threads)",
+                r.k,
+                r.temperatures,
+                r.em_iterations,
+                r.seconds,
+                r.seconds / r.em_iterations.max(1) as f64,
+                a.threads
+            );
+            let mut sizes = vec![0usize; r.k];
+            r.labels.iter().for_each(|&l| sizes[l] += 1);
+            eprintln!("[cluster] sizes {sizes:?}");
+            write_text(&a.out, &crate::cluster::format_labels(&r.labels))?;
+            if let Some(refp) = &a.reference {
+                let text = std::fs::read_to_string(refp)
+                    .map_err(|e| format!("{}: {e}", refp.display()))?;
+                let refl = crate::cluster::parse_labels(&text, &refp.display().to_string())?;
+                if refl.len() != r.labels.len() {
+                    return Err(format!(
+                        "{}: {} labels, the matrix has {} points",
+                        refp.display(),
+                        refl.len(),
+                        d.n
+                    )
+                    .into());
+                }
+                println!(
+                    "adjusted Rand index vs {}: {:.4}",
+                    refp.display(),
+                    adjusted_rand_index(&r.labels, &refl)
+                );
+            }
+            record(
+                &a.runs,
+                "cluster",
+                a.threads,
+                d.n,
+                r.seconds / r.em_iterations.max(1) as f64,
+            )
+        }
+        AppCommand::Render(a) => {
+            let schedule = TileSchedule::parse(&a.schedule)?;
+            let spec = RenderSpec {
+                width: a.width,
+                height: a.height,
+                tile: a.tiles.max(1),
+                max_iter: a.max_iter,
+                ..Default::default()
+            };
+            let p = pool(a.threads)?;
+            let img = render(&p, &spec, schedule);
+            std::fs::write(&a.out, img.png()?).map_err(|e| format!("{}: {e}", a.out.display()))?;
+            let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
+            eprintln!("rendered {}x{} in {:.3} s ({:?}, {} threads, busy per worker [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
+            record(
+                &a.runs,
+                &format!("render-{}", a.schedule),
+                a.threads,
+                a.width * a.height,
+                img.seconds,
+            )
+        }
+        AppCommand::Model(a) => {
+            let runs = model::read_runs(&a.runs)?;
+            let pts = model::analyse(&runs.runs);
+            // Reference runs have f = 0 by definition; the no-intercept fits use the others.
+            let fit_pts: Vec<model::Point> = pts
+                .iter()
+                .filter(|p| p.overhead.abs() > 0.0 || p.p > 1)
+                .cloned()
+                .collect();
+            let fits = model::all_fits(&fit_pts);
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "points": pts, "fits": fits })
+                    )?
+                );
+            } else {
+                print!("{}", model::report(&pts, &fits));
+            }
+            if let Some(pp) = &a.plot {
+                let best = fits
+                    .iter()
+                    .filter(|f| f.factors.len() == 1 && f.r2.is_finite())
+                    .max_by(|x, y| x.r2.total_cmp(&y.r2));
+                write_text(pp, &model::svg(&pts, best))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Where `tiers data alu` writes the labels of `out`.
+pub fn labels_path(out: &Path) -> PathBuf {
+    let mut s = out.as_os_str().to_owned();
+    s.push(".labels.txt");
+    PathBuf::from(s)
+}

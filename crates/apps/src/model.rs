@@ -1,0 +1,443 @@
+//! The parallel overhead model of seed 000 §4.
+//!
+//! From run times T(p) at parallelisms p (and data sizes N): speedup S = p_ref·T(p_ref)/T(p),
+//! efficiency ε = S/p, overhead f = 1/ε − 1 = p·T(p)/(p_ref·T(p_ref)) − 1. The overhead is
+//! linear in T(p), so additive overheads (synchronisation, communication, imbalance) show as
+//! terms in f, and the seed fits f = a₁x₁ or f = a₁x₁ + a₂x₂ (no intercept: f(p_ref) = 0)
+//! for factors such as x = p, p/N (the inverse grain size) and the node count.
+//!
+//! Runs are JSON: `{"runs": [{"app": "mds", "threads": 2, "nodes": 1, "size": 2000,
+//! "seconds": 1.5}, …]}`; p = threads × nodes. The reference of each (app, size) series is its
+//! run with the smallest p (the fastest when several).
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One timed run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    /// Application name.
+    pub app: String,
+    /// Threads per node.
+    pub threads: usize,
+    /// Nodes (1 on one machine).
+    #[serde(default = "one")]
+    pub nodes: usize,
+    /// Data size N.
+    pub size: usize,
+    /// Wall seconds of the measured part.
+    pub seconds: f64,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A runs file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Runs {
+    /// The runs.
+    pub runs: Vec<Run>,
+}
+
+/// Appends a run to a runs file, creating it if needed.
+pub fn append_run(path: &Path, run: Run) -> Result<(), Box<dyn std::error::Error>> {
+    let mut runs = if path.exists() {
+        read_runs(path)?
+    } else {
+        Runs::default()
+    };
+    runs.runs.push(run);
+    std::fs::write(path, serde_json::to_string_pretty(&runs)?)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// Reads a runs file.
+pub fn read_runs(path: &Path) -> Result<Runs, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a runs file: {e}", path.display()).into())
+}
+
+/// A run with its derived figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// The run.
+    pub run: Run,
+    /// Total parallelism p = threads × nodes.
+    pub p: usize,
+    /// Speedup relative to the series' reference.
+    pub speedup: f64,
+    /// Efficiency ε.
+    pub efficiency: f64,
+    /// Overhead f = 1/ε − 1.
+    pub overhead: f64,
+}
+
+/// A model factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Factor {
+    /// Total parallelism p.
+    P,
+    /// p / N, the inverse grain size.
+    PPerN,
+    /// Node count.
+    Nodes,
+}
+
+impl Factor {
+    fn value(&self, pt: &Point) -> f64 {
+        match self {
+            Factor::P => pt.p as f64,
+            Factor::PPerN => pt.p as f64 / pt.run.size.max(1) as f64,
+            Factor::Nodes => pt.run.nodes as f64,
+        }
+    }
+
+    /// Name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Factor::P => "p",
+            Factor::PPerN => "p/N",
+            Factor::Nodes => "nodes",
+        }
+    }
+}
+
+/// A least-squares fit f = Σ a_k x_k.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fit {
+    /// The factors.
+    pub factors: Vec<Factor>,
+    /// The coefficients.
+    pub coef: Vec<f64>,
+    /// Coefficient of determination 1 − SS_res/SS_tot.
+    pub r2: f64,
+}
+
+impl Fit {
+    /// The model's overhead at a point.
+    pub fn predict(&self, pt: &Point) -> f64 {
+        self.factors
+            .iter()
+            .zip(&self.coef)
+            .map(|(f, a)| a * f.value(pt))
+            .sum()
+    }
+}
+
+/// Speedup, efficiency and overhead of every run.
+pub fn analyse(runs: &[Run]) -> Vec<Point> {
+    let mut out = Vec::new();
+    for r in runs {
+        let series: Vec<&Run> = runs
+            .iter()
+            .filter(|q| q.app == r.app && q.size == r.size)
+            .collect();
+        let pmin = series
+            .iter()
+            .map(|q| q.threads * q.nodes)
+            .min()
+            .unwrap_or(1);
+        let tref = series
+            .iter()
+            .filter(|q| q.threads * q.nodes == pmin)
+            .map(|q| q.seconds)
+            .fold(f64::INFINITY, f64::min);
+        let p = r.threads * r.nodes;
+        let speedup = pmin as f64 * tref / r.seconds;
+        let efficiency = speedup / p as f64;
+        out.push(Point {
+            run: r.clone(),
+            p,
+            speedup,
+            efficiency,
+            overhead: 1.0 / efficiency - 1.0,
+        });
+    }
+    out
+}
+
+/// Least squares without intercept for one or two factors.
+pub fn fit(points: &[Point], factors: &[Factor]) -> Option<Fit> {
+    let k = factors.len();
+    if points.len() < k || k == 0 || k > 2 {
+        return None;
+    }
+    let x: Vec<Vec<f64>> = points
+        .iter()
+        .map(|p| factors.iter().map(|f| f.value(p)).collect())
+        .collect();
+    let y: Vec<f64> = points.iter().map(|p| p.overhead).collect();
+    let mut xtx = [[0.0f64; 2]; 2];
+    let mut xty = [0.0f64; 2];
+    for (row, &yy) in x.iter().zip(&y) {
+        for a in 0..k {
+            xty[a] += row[a] * yy;
+            for b in 0..k {
+                xtx[a][b] += row[a] * row[b];
+            }
+        }
+    }
+    let coef = if k == 1 {
+        if xtx[0][0] == 0.0 {
+            return None;
+        }
+        vec![xty[0] / xtx[0][0]]
+    } else {
+        let det = xtx[0][0] * xtx[1][1] - xtx[0][1] * xtx[1][0];
+        if det.abs() < 1e-12 * (xtx[0][0] * xtx[1][1]).abs().max(1e-300) {
+            return None; // collinear factors (e.g. nodes constant at 1 with p)
+        }
+        vec![
+            (xty[0] * xtx[1][1] - xty[1] * xtx[0][1]) / det,
+            (xty[1] * xtx[0][0] - xty[0] * xtx[1][0]) / det,
+        ]
+    };
+    let mean = y.iter().sum::<f64>() / y.len() as f64;
+    let ss_tot: f64 = y.iter().map(|v| (v - mean).powi(2)).sum();
+    let ss_res: f64 = x
+        .iter()
+        .zip(&y)
+        .map(|(row, v)| (v - row.iter().zip(&coef).map(|(a, b)| a * b).sum::<f64>()).powi(2))
+        .sum();
+    let r2 = if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else if ss_res < 1e-24 {
+        1.0
+    } else {
+        f64::NAN
+    };
+    Some(Fit {
+        factors: factors.to_vec(),
+        coef,
+        r2,
+    })
+}
+
+/// All the fits the seed uses: each single factor, and each pair that is not collinear.
+pub fn all_fits(points: &[Point]) -> Vec<Fit> {
+    let fs = [Factor::P, Factor::PPerN, Factor::Nodes];
+    let mut out: Vec<Fit> = fs.iter().filter_map(|f| fit(points, &[*f])).collect();
+    for a in 0..fs.len() {
+        for b in a + 1..fs.len() {
+            out.extend(fit(points, &[fs[a], fs[b]]));
+        }
+    }
+    out
+}
+
+/// A text report of the runs and fits.
+pub fn report(points: &[Point], fits: &[Fit]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<10} {:>8} {:>7} {:>5} {:>11} {:>8} {:>10} {:>9}",
+        "app", "size", "threads", "nodes", "seconds", "speedup", "efficiency", "overhead"
+    );
+    for p in points {
+        let _ = writeln!(
+            s,
+            "{:<10} {:>8} {:>7} {:>5} {:>11.4} {:>8.3} {:>10.3} {:>9.4}",
+            p.run.app,
+            p.run.size,
+            p.run.threads,
+            p.run.nodes,
+            p.run.seconds,
+            p.speedup,
+            p.efficiency,
+            p.overhead
+        );
+    }
+    let _ = writeln!(s, "\nfits of f (least squares, no intercept):");
+    for f in fits {
+        let terms: Vec<String> = f
+            .factors
+            .iter()
+            .zip(&f.coef)
+            .map(|(x, a)| format!("{a:.4e}·{}", x.name()))
+            .collect();
+        let _ = writeln!(s, "  f = {:<40} R² = {:.4}", terms.join(" + "), f.r2);
+    }
+    s
+}
+
+/// An SVG of measured overhead against p, with each series' points and the best fit's
+/// predictions.
+pub fn svg(points: &[Point], fit: Option<&Fit>) -> String {
+    let (w, h, m) = (640.0, 420.0, 50.0);
+    let pmax = points.iter().map(|p| p.p).max().unwrap_or(1) as f64;
+    let mut vals: Vec<f64> = points.iter().map(|p| p.overhead).collect();
+    if let Some(f) = fit {
+        vals.extend(points.iter().map(|p| f.predict(p)));
+    }
+    let fmax = vals.iter().cloned().fold(0.0f64, f64::max).max(1e-3);
+    let fmin = vals.iter().cloned().fold(0.0f64, f64::min);
+    let sx = |p: f64| m + (p / pmax.max(1.0)) * (w - 2.0 * m);
+    let sy = |f: f64| h - m - (f - fmin) / (fmax - fmin) * (h - 2.0 * m);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}"><rect width="100%" height="100%" fill="white"/>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<line x1="{m}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{m}" y1="{m}" x2="{m}" y2="{}" stroke="black"/>"#,
+        h - m,
+        w - m,
+        h - m,
+        h - m
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-family="sans-serif" font-size="12">parallelism p (max {pmax})</text><text x="5" y="20" font-family="sans-serif" font-size="12">overhead f: measured (dots){} , range {fmin:.3}..{fmax:.3}</text>"#,
+        w / 2.0 - 60.0,
+        h - 10.0,
+        if fit.is_some() {
+            ", model (crosses)"
+        } else {
+            ""
+        }
+    );
+    let mut sizes: Vec<(String, usize)> = points
+        .iter()
+        .map(|p| (p.run.app.clone(), p.run.size))
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    for p in points {
+        let si = sizes
+            .iter()
+            .position(|q| q.0 == p.run.app && q.1 == p.run.size)
+            .unwrap_or(0);
+        let c = crate::plot::colour(si);
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="rgb({},{},{})"><title>{} N={} p={} f={:.4}</title></circle>"#,
+            sx(p.p as f64),
+            sy(p.overhead),
+            c[0],
+            c[1],
+            c[2],
+            p.run.app,
+            p.run.size,
+            p.p,
+            p.overhead
+        );
+        if let Some(f) = fit {
+            let (x, y) = (sx(p.p as f64), sy(f.predict(p)));
+            let _ = writeln!(
+                s,
+                r#"<path d="M{} {}L{} {}M{} {}L{} {}" stroke="rgb({},{},{})"/>"#,
+                x - 4.0,
+                y - 4.0,
+                x + 4.0,
+                y + 4.0,
+                x - 4.0,
+                y + 4.0,
+                x + 4.0,
+                y - 4.0,
+                c[0],
+                c[1],
+                c[2]
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(threads: usize, size: usize, seconds: f64) -> Run {
+        Run {
+            app: "x".into(),
+            threads,
+            nodes: 1,
+            size,
+            seconds,
+        }
+    }
+
+    #[test]
+    fn efficiency_and_overhead() {
+        let pts = analyse(&[run(1, 100, 10.0), run(2, 100, 5.0), run(4, 100, 3.125)]);
+        assert!((pts[1].efficiency - 1.0).abs() < 1e-12);
+        assert!((pts[2].speedup - 3.2).abs() < 1e-12);
+        assert!((pts[2].efficiency - 0.8).abs() < 1e-12);
+        assert!((pts[2].overhead - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fits_recover_planted_models() {
+        // Synthesise T(p) from f = 0.01 p + 0.002 p/N ... first exactly one factor.
+        let mut runs = Vec::new();
+        for &n in &[1000usize, 2000, 4000] {
+            for p in 1..=8 {
+                let f = 0.5 * p as f64 / n as f64 * 100.0 * if p == 1 { 0.0 } else { 1.0 };
+                // f = p·T(p)/T(1) − 1 with T(1) = 1  =>  T(p) = (1 + f)/p
+                runs.push(run(p, n, (1.0 + f) / p as f64));
+            }
+        }
+        let pts: Vec<Point> = analyse(&runs).into_iter().filter(|p| p.p > 1).collect();
+        let f1 = fit(&pts, &[Factor::PPerN]).unwrap();
+        assert!((f1.coef[0] - 50.0).abs() < 1e-9, "{:?}", f1.coef);
+        assert!((f1.r2 - 1.0).abs() < 1e-12);
+        let fp = fit(&pts, &[Factor::P]).unwrap();
+        assert!(fp.r2 < f1.r2);
+        // Two factors: f = 0.02 p + 0.1 nodes.
+        let mut runs = Vec::new();
+        for nodes in 1..=4 {
+            for t in 1..=4 {
+                let p = t * nodes;
+                let f = if p == 1 {
+                    0.0
+                } else {
+                    0.02 * p as f64 + 0.1 * nodes as f64
+                };
+                runs.push(Run {
+                    app: "y".into(),
+                    threads: t,
+                    nodes,
+                    size: 10,
+                    seconds: (1.0 + f) / p as f64,
+                });
+            }
+        }
+        let pts: Vec<Point> = analyse(&runs).into_iter().filter(|p| p.p > 1).collect();
+        let two = fit(&pts, &[Factor::P, Factor::Nodes]).unwrap();
+        assert!(
+            (two.coef[0] - 0.02).abs() < 1e-9 && (two.coef[1] - 0.1).abs() < 1e-9,
+            "{:?}",
+            two.coef
+        );
+        assert!(two.r2 > 0.999999);
+        // Collinear factors are refused instead of giving nonsense.
+        let one_size: Vec<Point> = analyse(&[run(1, 5, 1.0), run(2, 5, 0.6), run(3, 5, 0.4)]);
+        assert!(fit(&one_size, &[Factor::P, Factor::PPerN]).is_none());
+        assert!(svg(&pts, Some(&fit(&pts, &[Factor::P]).unwrap())).contains("<circle"));
+    }
+
+    #[test]
+    fn runs_file_round_trip() {
+        let path =
+            std::env::temp_dir().join(format!("tiers-apps-runs-{}.json", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        append_run(&path, run(1, 10, 2.0)).unwrap();
+        append_run(&path, run(2, 10, 1.0)).unwrap();
+        assert_eq!(
+            read_runs(&path).unwrap().runs,
+            vec![run(1, 10, 2.0), run(2, 10, 1.0)]
+        );
+        std::fs::write(&path, "{").unwrap();
+        assert!(read_runs(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not a runs file"));
+        std::fs::remove_file(&path).unwrap();
+    }
+}
