@@ -1,1 +1,61 @@
-//! The cluster tier of tiers.
+//! # tiers-cluster: the cluster tier of tiers
+//!
+//! A partitioned global address space with GASPI (GPI-2) semantics in Rust style: every rank
+//! registers [segments](Segment) that every other rank reads and writes one-sidedly through
+//! independent [queues](Queue); [notifications](World::notify_waitsome) tell a rank that data
+//! has arrived (a `write_notify` makes the notification visible only after its data); passive
+//! messages, barrier, allreduce and global atomic counters complete the set. Every call that
+//! can wait takes a [`Timeout`]; every remote access is checked and fails with a typed
+//! [`Error`], and the [state vector](World::state) tells which ranks are alive.
+//!
+//! ```
+//! use tiers_cluster::{SegId, Timeout, Op};
+//!
+//! let out = tiers_cluster::engine::local::run(2, |w| {
+//!     let seg = w.segment(SegId(0), 64).unwrap();
+//!     seg.set::<u64>(0, 40 + w.rank() as u64).unwrap();
+//!     let peer = (w.rank() + 1) % w.size();
+//!     let q = w.queue(0).unwrap();
+//!     q.write_notify(SegId(0), 0, peer, SegId(0), 8, 8, 0, 1).unwrap();
+//!     q.wait(Timeout::Block).unwrap();
+//!     w.notify_waitsome(SegId(0), 0..1, Timeout::Block).unwrap();
+//!     w.notify_reset(SegId(0), 0).unwrap();
+//!     let mut sum = [0u64];
+//!     w.allreduce(&[seg.get::<u64>(1).unwrap()], &mut sum, Op::Sum, Timeout::Block).unwrap();
+//!     sum[0]
+//! }).unwrap();
+//! assert_eq!(out, vec![81, 81]);
+//! ```
+//!
+//! Ranks are threads of one process (`local` engine) or processes of one host started by
+//! `tiers run` (`shm` engine); the [`Engine`] trait is the seam for more transports.
+//! [`endpoint`] adds message-driven objects on node-tier workers.
+
+#![warn(missing_docs)]
+
+mod atomic;
+pub mod bench;
+pub mod collective;
+pub mod engine;
+mod error;
+mod health;
+pub mod launch;
+mod notify;
+mod passive;
+mod queue;
+mod segment;
+mod sys;
+mod timeout;
+mod world;
+
+pub use collective::{DataType, Op, Pod, Reducible};
+pub use engine::{Engine, Transfer};
+pub use error::{Error, Rank, Result};
+pub use health::Health;
+pub use queue::Queue;
+pub use segment::Segment;
+pub use timeout::Timeout;
+pub use world::{
+    env, init, spmd, threads, Builder, SegId, World, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS,
+    NOTIFICATIONS, QUEUES,
+};

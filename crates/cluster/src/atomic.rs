@@ -1,0 +1,34 @@
+//! Global atomic counters: 8-byte words of any segment at any rank.
+
+use crate::error::{Rank, Result};
+use crate::world::{SegId, World};
+
+impl World {
+    /// Atomically adds `value` (wrapping) to the word at `seg[offset]` of `rank`; returns the old
+    /// value. `offset` must be a multiple of 8.
+    pub fn atomic_fetch_add(
+        &self,
+        seg: SegId,
+        offset: usize,
+        rank: Rank,
+        value: u64,
+    ) -> Result<u64> {
+        self.check_rank(rank)?;
+        self.engine.atomic_fetch_add(rank, seg.0, offset, value)
+    }
+
+    /// Atomically sets the word at `seg[offset]` of `rank` to `new` if it equals `expected`;
+    /// returns the old value either way (success when it equals `expected`).
+    pub fn atomic_compare_swap(
+        &self,
+        seg: SegId,
+        offset: usize,
+        rank: Rank,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        self.check_rank(rank)?;
+        self.engine
+            .atomic_compare_swap(rank, seg.0, offset, expected, new)
+    }
+}

@@ -1,0 +1,197 @@
+//! Collectives: barrier and allreduce (min, max, sum over i32, u32, i64, u64, f32, f64).
+//!
+//! Unlike GPI-2, allreduce has no 255-element cap: engines reduce in chunks. Both collectives
+//! take a [`Timeout`](crate::Timeout) and, after `Err(Timeout)`, resume where they stopped when
+//! called again with the same arguments.
+
+/// A reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Smallest value (for floats, NaN loses against numbers).
+    Min,
+    /// Largest value.
+    Max,
+    /// Sum (integers wrap; floats add in rank order, so every rank gets identical bits).
+    Sum,
+}
+
+/// The element types an allreduce knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataType {
+    /// `i32`
+    I32,
+    /// `u32`
+    U32,
+    /// `i64`
+    I64,
+    /// `u64`
+    U64,
+    /// `f32`
+    F32,
+    /// `f64`
+    F64,
+}
+
+impl DataType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DataType::I32 | DataType::U32 | DataType::F32 => 4,
+            DataType::I64 | DataType::U64 | DataType::F64 => 8,
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Plain numbers that may be copied to and from raw bytes (every bit pattern valid).
+pub trait Pod: Copy + Send + Sync + 'static + sealed::Sealed {}
+
+/// Element types of [`World::allreduce`](crate::World::allreduce).
+pub trait Reducible: Pod {
+    /// Its [`DataType`].
+    const TYPE: DataType;
+}
+
+macro_rules! pod {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Pod for $t {}
+    )*};
+}
+pod!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, usize, isize);
+
+macro_rules! reducible {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Reducible for $t { const TYPE: DataType = DataType::$d; }
+    )*};
+}
+reducible!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+
+/// Views a slice of plain numbers as bytes.
+pub(crate) fn as_bytes<T: Pod>(s: &[T]) -> &[u8] {
+    // SAFETY: T is a plain number type (no padding, no invalid bit patterns); the byte slice
+    // covers exactly the same memory and borrows it the same way.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+}
+
+/// Views a mutable slice of plain numbers as bytes.
+pub(crate) fn as_bytes_mut<T: Pod>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in as_bytes; any bytes written form valid values of T.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u8, std::mem::size_of_val(s)) }
+}
+
+trait Num: Copy {
+    fn from(b: &[u8]) -> Self;
+    fn put(self, b: &mut [u8]);
+    fn min2(self, o: Self) -> Self;
+    fn max2(self, o: Self) -> Self;
+    fn add2(self, o: Self) -> Self;
+}
+
+macro_rules! num_int {
+    ($($t:ty),*) => {$(
+        impl Num for $t {
+            fn from(b: &[u8]) -> Self { <$t>::from_ne_bytes(b.try_into().expect("element size")) }
+            fn put(self, b: &mut [u8]) { b.copy_from_slice(&self.to_ne_bytes()) }
+            fn min2(self, o: Self) -> Self { Ord::min(self, o) }
+            fn max2(self, o: Self) -> Self { Ord::max(self, o) }
+            fn add2(self, o: Self) -> Self { self.wrapping_add(o) }
+        }
+    )*};
+}
+num_int!(i32, u32, i64, u64);
+
+macro_rules! num_float {
+    ($($t:ty),*) => {$(
+        impl Num for $t {
+            fn from(b: &[u8]) -> Self { <$t>::from_ne_bytes(b.try_into().expect("element size")) }
+            fn put(self, b: &mut [u8]) { b.copy_from_slice(&self.to_ne_bytes()) }
+            fn min2(self, o: Self) -> Self { self.min(o) }
+            fn max2(self, o: Self) -> Self { self.max(o) }
+            fn add2(self, o: Self) -> Self { self + o }
+        }
+    )*};
+}
+num_float!(f32, f64);
+
+fn combine_t<T: Num>(op: Op, acc: &mut [u8], x: &[u8], sz: usize) {
+    for (a, b) in acc.chunks_exact_mut(sz).zip(x.chunks_exact(sz)) {
+        let (p, q) = (T::from(a), T::from(b));
+        let r = match op {
+            Op::Min => p.min2(q),
+            Op::Max => p.max2(q),
+            Op::Sum => p.add2(q),
+        };
+        r.put(a);
+    }
+}
+
+/// `acc[i] = op(acc[i], x[i])` elementwise over raw bytes of type `ty`.
+pub(crate) fn combine(ty: DataType, op: Op, acc: &mut [u8], x: &[u8]) {
+    let sz = ty.size();
+    match ty {
+        DataType::I32 => combine_t::<i32>(op, acc, x, sz),
+        DataType::U32 => combine_t::<u32>(op, acc, x, sz),
+        DataType::I64 => combine_t::<i64>(op, acc, x, sz),
+        DataType::U64 => combine_t::<u64>(op, acc, x, sz),
+        DataType::F32 => combine_t::<f32>(op, acc, x, sz),
+        DataType::F64 => combine_t::<f64>(op, acc, x, sz),
+    }
+}
+
+impl crate::World {
+    /// Collective: `output[i] = op over all ranks of input[i]`, any length. After
+    /// `Err(Timeout)`, calling it again with the same arguments resumes it.
+    pub fn allreduce<T: Reducible>(
+        &self,
+        input: &[T],
+        output: &mut [T],
+        op: Op,
+        timeout: crate::Timeout,
+    ) -> crate::Result<()> {
+        if input.len() != output.len() {
+            return Err(crate::Error::LengthMismatch {
+                input: input.len(),
+                output: output.len(),
+            });
+        }
+        self.engine
+            .allreduce(as_bytes(input), as_bytes_mut(output), T::TYPE, op, timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combine_each_type_and_op() {
+        let mut a = [3i32, -5, 7];
+        combine(
+            DataType::I32,
+            Op::Sum,
+            as_bytes_mut(&mut a),
+            as_bytes(&[1i32, 1, i32::MAX]),
+        );
+        assert_eq!(a, [4, -4, 7i32.wrapping_add(i32::MAX)]);
+        let mut b = [1.5f64, -2.0];
+        combine(
+            DataType::F64,
+            Op::Min,
+            as_bytes_mut(&mut b),
+            as_bytes(&[0.5f64, 3.0]),
+        );
+        assert_eq!(b, [0.5, -2.0]);
+        let mut c = [9u64, 1];
+        combine(
+            DataType::U64,
+            Op::Max,
+            as_bytes_mut(&mut c),
+            as_bytes(&[2u64, 8]),
+        );
+        assert_eq!(c, [9, 8]);
+    }
+}

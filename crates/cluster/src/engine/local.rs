@@ -1,0 +1,97 @@
+//! The `local` engine: ranks are threads of one process.
+//!
+//! Used for tests (many worlds in one test process) and for hybrid runs that want the cluster
+//! API without processes. Segment memory is anonymous shared memory registered in a table of
+//! the job; everything else is the shared-memory core of [`mem`](super::mem).
+
+use super::ctl::Ctl;
+use super::mem::{Backing, MemEngine};
+use crate::error::{Error, Rank, Result};
+use crate::sys::Mapping;
+use crate::World;
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+struct LocalJob {
+    _ctl_map: Mapping,
+    ctl: Ctl,
+    segs: Mutex<HashMap<(u32, Rank), Arc<Mapping>>>,
+}
+
+/// The memory of an in-process job.
+#[derive(Clone)]
+pub(crate) struct LocalBacking(Arc<LocalJob>);
+
+impl Backing for LocalBacking {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+    fn ctl(&self) -> Ctl {
+        self.0.ctl
+    }
+    fn create_segment(&self, seg: u32, rank: Rank, len: usize) -> io::Result<Arc<Mapping>> {
+        let m = Arc::new(Mapping::anonymous(len)?);
+        self.0
+            .segs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((seg, rank), m.clone());
+        Ok(m)
+    }
+    fn open_segment(&self, seg: u32, rank: Rank) -> io::Result<Arc<Mapping>> {
+        self.0
+            .segs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(seg, rank))
+            .cloned()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+    fn remove_segment(&self, seg: u32, rank: Rank) {
+        self.0
+            .segs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(seg, rank));
+    }
+    fn processes(&self) -> bool {
+        false
+    }
+}
+
+/// `n` worlds of one in-process job, rank `i` at index `i`; give each to its own thread.
+pub fn worlds(n: usize) -> Result<Vec<World>> {
+    worlds_with(n, crate::world::Builder::new())
+}
+
+pub(crate) fn worlds_with(n: usize, b: crate::world::Builder) -> Result<Vec<World>> {
+    if n == 0 {
+        return Err(Error::Setup("a world needs at least one rank".into()));
+    }
+    let map = Mapping::anonymous(Ctl::len(n)).map_err(|e| Error::Setup(e.to_string()))?;
+    // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(n) bytes, kept in the job.
+    let ctl = unsafe { Ctl::init(map.ptr(), n, std::process::id()) };
+    let job = LocalBacking(Arc::new(LocalJob {
+        _ctl_map: map,
+        ctl,
+        segs: Mutex::new(HashMap::new()),
+    }));
+    Ok((0..n)
+        .map(|r| b.wrap(Box::new(MemEngine::new(job.clone(), r))))
+        .collect())
+}
+
+/// Runs `f` on `n` in-process ranks, one thread each, and returns their results in rank order.
+/// A rank whose closure panics is marked failed (its peers see `PeerFailed`); the panic is
+/// then re-raised here.
+pub fn run<R: Send>(n: usize, f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
+    let ws = worlds(n)?;
+    let f = &f;
+    Ok(std::thread::scope(|s| {
+        let hs: Vec<_> = ws.into_iter().map(|w| s.spawn(move || f(&w))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    }))
+}

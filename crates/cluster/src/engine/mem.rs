@@ -1,0 +1,722 @@
+//! The shared-memory engine core, common to `local` (threads) and `shm` (processes).
+//!
+//! Every rank maps every segment of every rank, so a write is one copy into the peer's memory,
+//! a notification one release-store plus a futex wake-up when someone sleeps, an atomic one
+//! hardware atomic, and the collectives run over the job control block ([`ctl`]). The two
+//! engines differ only in where the memory comes from ([`Backing`]).
+
+use super::ctl::{
+    self, Ctl, Line, SegHeader, MAX_SEGMENTS, NOTIFICATIONS, PASSIVE_MAX, PASSIVE_SLOTS,
+    REDUCE_CHUNK, SEG_HEADER,
+};
+use super::{Engine, KeepAlive, Transfer};
+use crate::collective::{combine, DataType, Op};
+use crate::error::{Error, Rank, Result};
+use crate::health::Health;
+use crate::sys::{self, Mapping};
+use crate::timeout::{Deadline, Timeout};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// How long a sleeping waiter sleeps before it re-checks the health of its peers.
+const SLICE: Duration = Duration::from_millis(25);
+
+/// Where the memory of a job lives.
+pub(crate) trait Backing: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    fn ctl(&self) -> Ctl;
+    /// Creates segment `seg` of `rank`, `len` zero bytes (header included).
+    fn create_segment(&self, seg: u32, rank: Rank, len: usize) -> io::Result<Arc<Mapping>>;
+    /// Maps segment `seg` of `rank`.
+    fn open_segment(&self, seg: u32, rank: Rank) -> io::Result<Arc<Mapping>>;
+    /// Removes segment `seg` of `rank` (existing mappings stay valid).
+    fn remove_segment(&self, seg: u32, rank: Rank);
+    /// Whether ranks are processes whose pids can be probed.
+    fn processes(&self) -> bool;
+}
+
+struct SegTable {
+    maps: Vec<Arc<Mapping>>,
+    sizes: Vec<usize>,
+}
+
+impl SegTable {
+    #[inline]
+    fn data(&self, r: Rank) -> *mut u8 {
+        // SAFETY: every mapping is SEG_HEADER + size bytes long.
+        unsafe { self.maps[r].ptr().add(SEG_HEADER) }
+    }
+
+    #[inline]
+    fn header(&self, r: Rank) -> &SegHeader {
+        // SAFETY: the mapping starts with a SegHeader (page-aligned, zero-initialised) and
+        // lives as long as &self.
+        unsafe { &*(self.maps[r].ptr() as *const SegHeader) }
+    }
+
+    #[inline]
+    fn check(&self, r: Rank, seg: u32, offset: usize, len: usize) -> Result<*mut u8> {
+        let size = self.sizes[r];
+        match offset.checked_add(len) {
+            Some(end) if end <= size => {
+                // SAFETY: offset <= size, inside the mapping.
+                Ok(unsafe { self.data(r).add(offset) })
+            }
+            _ => Err(Error::OutOfBounds {
+                rank: r,
+                seg,
+                offset,
+                len,
+                size,
+            }),
+        }
+    }
+}
+
+enum SegSlot {
+    Empty,
+    Pending(Arc<Mapping>, usize),
+    Ready(Arc<SegTable>),
+}
+
+#[derive(Default)]
+struct Coll {
+    barrier_pending: Option<u32>,
+    reduce_seq: u64,
+    reduce_next: Option<usize>,
+}
+
+pub(crate) struct MemEngine<B: Backing> {
+    b: B,
+    ctl: Ctl,
+    rank: Rank,
+    size: usize,
+    segs: RwLock<Vec<SegSlot>>,
+    coll: Mutex<Coll>,
+    spin: u32,
+    last_probe: Mutex<Instant>,
+}
+
+fn ring(l: &Line) {
+    l.v.fetch_add(1, Ordering::SeqCst);
+    if l.waiters.load(Ordering::SeqCst) != 0 {
+        sys::futex_wake_all(&l.v);
+    }
+}
+
+impl<B: Backing> MemEngine<B> {
+    /// Joins the job as `rank`: marks it healthy and records its pid.
+    pub(crate) fn new(b: B, rank: Rank) -> Self {
+        let ctl = b.ctl();
+        let size = ctl.n();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let me = ctl.rank(rank);
+        me.pid.store(sys::getpid(), Ordering::Relaxed);
+        me.state.v.store(ctl::ST_HEALTHY, Ordering::Release);
+        MemEngine {
+            b,
+            ctl,
+            rank,
+            size,
+            segs: RwLock::new((0..MAX_SEGMENTS).map(|_| SegSlot::Empty).collect()),
+            coll: Mutex::new(Coll::default()),
+            // Spinning only pays when every rank has a core of its own.
+            spin: if size <= cpus { 1 << 12 } else { 16 },
+            last_probe: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn state(&self, r: Rank) -> u32 {
+        self.ctl.rank(r).state.v.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn peer_ok(&self, r: Rank) -> Result<()> {
+        match self.state(r) {
+            ctl::ST_FAILED | ctl::ST_EXITED if r != self.rank => Err(Error::PeerFailed(r)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The first rank that failed (or, with `exited`, also one that left).
+    fn gone(&self, exited: bool) -> Option<Rank> {
+        (0..self.size).find(|&r| {
+            r != self.rank
+                && match self.state(r) {
+                    ctl::ST_FAILED => true,
+                    ctl::ST_EXITED => exited,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Marks peers whose process no longer exists as failed (at most once per slice).
+    fn probe(&self) {
+        if !self.b.processes() {
+            return;
+        }
+        {
+            let mut last = self.last_probe.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed() < SLICE {
+                return;
+            }
+            *last = Instant::now();
+        }
+        for r in (0..self.size).filter(|&r| r != self.rank) {
+            let rc = self.ctl.rank(r);
+            let pid = rc.pid.load(Ordering::Relaxed);
+            if rc.state.v.load(Ordering::Acquire) == ctl::ST_HEALTHY && !sys::pid_alive(pid) {
+                let _ = rc.state.v.compare_exchange(
+                    ctl::ST_HEALTHY,
+                    ctl::ST_FAILED,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+    }
+
+    /// Waits on `word` until `ready()`; spins first when cores suffice, then sleeps in slices,
+    /// re-checking `gone()` (a peer the wait depends on has failed) after every wake-up.
+    fn wait_until(
+        &self,
+        word: &Line,
+        deadline: Deadline,
+        mut ready: impl FnMut() -> bool,
+        gone: impl Fn() -> Option<Rank>,
+    ) -> Result<()> {
+        if ready() {
+            return Ok(());
+        }
+        if !matches!(deadline, Deadline::Now) {
+            for i in 0..self.spin {
+                if ready() {
+                    return Ok(());
+                }
+                if i % 256 == 255 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        loop {
+            let s = word.v.load(Ordering::SeqCst);
+            if ready() {
+                return Ok(());
+            }
+            if let Some(r) = gone() {
+                return Err(Error::PeerFailed(r));
+            }
+            let Some(slice) = deadline.slice(SLICE) else {
+                self.probe();
+                return match gone() {
+                    Some(r) => Err(Error::PeerFailed(r)),
+                    None => Err(Error::Timeout),
+                };
+            };
+            word.waiters.fetch_add(1, Ordering::SeqCst);
+            if ready() {
+                word.waiters.fetch_sub(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            sys::futex_wait(&word.v, s, slice);
+            word.waiters.fetch_sub(1, Ordering::SeqCst);
+            self.probe();
+        }
+    }
+
+    fn table(&self, slots: &[SegSlot], seg: u32, rank: Rank) -> Result<Arc<SegTable>> {
+        match slots.get(seg as usize) {
+            Some(SegSlot::Ready(t)) => Ok(t.clone()),
+            _ => Err(Error::NoSuchSegment { seg, rank }),
+        }
+    }
+
+    #[inline]
+    fn with_table<R>(
+        &self,
+        seg: u32,
+        rank: Rank,
+        f: impl FnOnce(&SegTable) -> Result<R>,
+    ) -> Result<R> {
+        let slots = self.segs.read().unwrap_or_else(|e| e.into_inner());
+        match slots.get(seg as usize) {
+            Some(SegSlot::Ready(t)) => f(t),
+            _ => Err(Error::NoSuchSegment { seg, rank }),
+        }
+    }
+
+    fn copy(&self, t: &Transfer, write: bool) -> Result<()> {
+        let slots = self.segs.read().unwrap_or_else(|e| e.into_inner());
+        let lt = match slots.get(t.local_seg as usize) {
+            Some(SegSlot::Ready(x)) => x,
+            _ => {
+                return Err(Error::NoSuchSegment {
+                    seg: t.local_seg,
+                    rank: self.rank,
+                })
+            }
+        };
+        let rt = match slots.get(t.remote_seg as usize) {
+            Some(SegSlot::Ready(x)) => x,
+            _ => {
+                return Err(Error::NoSuchSegment {
+                    seg: t.remote_seg,
+                    rank: t.rank,
+                })
+            }
+        };
+        let l = lt.check(self.rank, t.local_seg, t.local_off, t.len)?;
+        let r = rt.check(t.rank, t.remote_seg, t.remote_off, t.len)?;
+        self.peer_ok(t.rank)?;
+        let (src, dst) = if write { (l, r) } else { (r, l) };
+        // SAFETY: both ranges were bounds-checked against their live mappings (kept alive by
+        // the read guard). They may overlap only for a transfer within one segment of this
+        // rank, which `copy` (memmove) handles; concurrent access by other ranks is the
+        // program's to order with notifications, as in GASPI (bytes, never invalid values).
+        unsafe {
+            if t.rank == self.rank && t.local_seg == t.remote_seg {
+                std::ptr::copy(src, dst, t.len);
+            } else {
+                std::ptr::copy_nonoverlapping(src, dst, t.len);
+            }
+        }
+        Ok(())
+    }
+
+    fn notify_in(&self, t: &SegTable, rank: Rank, id: usize, value: u32) {
+        let h = t.header(rank);
+        h.notif[id].store(value, Ordering::Release);
+        ring(&h.seq);
+    }
+
+    fn atomic_word(&self, t: &SegTable, rank: Rank, seg: u32, offset: usize) -> Result<&AtomicU64> {
+        let p = t.check(rank, seg, offset, 8)?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        self.peer_ok(rank)?;
+        // SAFETY: 8 bytes in bounds, 8-aligned (data starts page-aligned); every rank accesses
+        // this word atomically for the duration of the atomic operation.
+        Ok(unsafe { &*(p as *const AtomicU64) })
+    }
+
+    fn barrier_locked(&self, c: &mut Coll, timeout: Timeout) -> Result<()> {
+        let h = self.ctl.header();
+        let g = match c.barrier_pending.take() {
+            Some(g) => g,
+            None => {
+                let g = h.barrier_gen.v.load(Ordering::Acquire);
+                if h.barrier_count.v.fetch_add(1, Ordering::AcqRel) + 1 == self.size as u32 {
+                    h.barrier_count.v.store(0, Ordering::Relaxed);
+                    ring(&h.barrier_gen);
+                    return Ok(());
+                }
+                g
+            }
+        };
+        let r = self.wait_until(
+            &h.barrier_gen,
+            timeout.deadline(),
+            || h.barrier_gen.v.load(Ordering::Acquire) != g,
+            || self.gone(true),
+        );
+        if r.is_err() {
+            c.barrier_pending = Some(g);
+        }
+        r
+    }
+
+    fn mailbox_lock(&self, l: &Line, deadline: Deadline) -> Result<()> {
+        let mut i = 0u32;
+        loop {
+            if l.v
+                .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+            i += 1;
+            if i % 64 == 0 {
+                std::thread::yield_now();
+                if i % 4096 == 0 && deadline.expired() {
+                    return Err(Error::Timeout);
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl<B: Backing> Engine for MemEngine<B> {
+    fn name(&self) -> &'static str {
+        self.b.name()
+    }
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn local_rank(&self) -> usize {
+        self.rank
+    }
+    fn local_size(&self) -> usize {
+        self.size
+    }
+
+    fn segment_create(&self, seg: u32, size: usize, timeout: Timeout) -> Result<()> {
+        if seg >= MAX_SEGMENTS {
+            return Err(Error::SegmentIdTooLarge {
+                seg,
+                max: MAX_SEGMENTS,
+            });
+        }
+        let mine = {
+            let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+            match &s[seg as usize] {
+                SegSlot::Ready(_) => return Err(Error::SegmentExists { seg }),
+                SegSlot::Pending(m, sz) if *sz == size => m.clone(),
+                SegSlot::Pending(..) => return Err(Error::SegmentExists { seg }),
+                SegSlot::Empty => {
+                    let len = size.checked_add(SEG_HEADER).ok_or_else(|| {
+                        Error::Setup(format!("segment {seg}: size {size} too large"))
+                    })?;
+                    let m = self
+                        .b
+                        .create_segment(seg, self.rank, len)
+                        .map_err(|e| Error::Setup(format!("segment {seg}: {e}")))?;
+                    self.ctl.rank(self.rank).seg_size[seg as usize]
+                        .store(size as u64 + 1, Ordering::Release);
+                    s[seg as usize] = SegSlot::Pending(m.clone(), size);
+                    m
+                }
+            }
+        };
+        self.barrier(timeout)?;
+        let mut maps = Vec::with_capacity(self.size);
+        let mut sizes = Vec::with_capacity(self.size);
+        for r in 0..self.size {
+            if r == self.rank {
+                maps.push(mine.clone());
+                sizes.push(size);
+                continue;
+            }
+            let sz = self.ctl.rank(r).seg_size[seg as usize].load(Ordering::Acquire);
+            if sz == 0 {
+                self.peer_ok(r)?;
+                return Err(Error::NoSuchSegment { seg, rank: r });
+            }
+            let m = self
+                .b
+                .open_segment(seg, r)
+                .map_err(|_| Error::NoSuchSegment { seg, rank: r })?;
+            if m.len() < SEG_HEADER + (sz - 1) as usize {
+                return Err(Error::NoSuchSegment { seg, rank: r });
+            }
+            maps.push(m);
+            sizes.push((sz - 1) as usize);
+        }
+        let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        s[seg as usize] = SegSlot::Ready(Arc::new(SegTable { maps, sizes }));
+        Ok(())
+    }
+
+    fn segment_delete(&self, seg: u32, timeout: Timeout) -> Result<()> {
+        {
+            let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
+            self.table(&s, seg, self.rank)?;
+        }
+        // Everyone is done with the segment before anyone frees it.
+        self.barrier(timeout)?;
+        let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        self.ctl.rank(self.rank).seg_size[seg as usize].store(0, Ordering::Release);
+        s[seg as usize] = SegSlot::Empty;
+        self.b.remove_segment(seg, self.rank);
+        Ok(())
+    }
+
+    fn segment_local(&self, seg: u32) -> Result<(*mut u8, usize, KeepAlive)> {
+        let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
+        let t = self.table(&s, seg, self.rank)?;
+        Ok((t.data(self.rank), t.sizes[self.rank], t))
+    }
+
+    fn segment_size(&self, seg: u32, rank: Rank) -> Result<usize> {
+        self.with_table(seg, rank, |t| Ok(t.sizes[rank]))
+    }
+
+    #[inline]
+    fn write(&self, _queue: usize, t: &Transfer) -> Result<()> {
+        self.copy(t, true)
+    }
+
+    #[inline]
+    fn read(&self, _queue: usize, t: &Transfer) -> Result<()> {
+        self.copy(t, false)
+    }
+
+    fn notify(&self, _queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()> {
+        self.with_table(seg, rank, |t| {
+            self.peer_ok(rank)?;
+            self.notify_in(t, rank, id, value);
+            Ok(())
+        })
+    }
+
+    fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
+        // The copy completes before the release-store of the notification, so a reader that
+        // sees the notification (acquire) sees the data.
+        self.write(queue, t)?;
+        self.notify(queue, t.rank, t.remote_seg, id, value)
+    }
+
+    fn wait(&self, _queue: usize, _timeout: Timeout) -> Result<()> {
+        // Every request completed when it was posted: copies are synchronous here.
+        Ok(())
+    }
+
+    fn notify_waitsome(
+        &self,
+        seg: u32,
+        first: usize,
+        count: usize,
+        timeout: Timeout,
+    ) -> Result<usize> {
+        let t = self.with_table(seg, self.rank, |t| Ok(t.maps[self.rank].clone()))?;
+        // SAFETY: the mapping (kept by `t`) starts with a SegHeader.
+        let h = unsafe { &*(t.ptr() as *const SegHeader) };
+        let end = (first + count).min(NOTIFICATIONS);
+        let mut found = None;
+        self.wait_until(
+            &h.seq,
+            timeout.deadline(),
+            || {
+                found = (first..end).find(|&i| h.notif[i].load(Ordering::Acquire) != 0);
+                found.is_some()
+            },
+            || self.gone(false),
+        )?;
+        Ok(found.expect("ready means found"))
+    }
+
+    fn notify_reset(&self, seg: u32, id: usize) -> Result<u32> {
+        self.with_table(seg, self.rank, |t| {
+            Ok(t.header(self.rank).notif[id].swap(0, Ordering::AcqRel))
+        })
+    }
+
+    fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
+        self.with_table(seg, rank, |t| {
+            Ok(self
+                .atomic_word(t, rank, seg, offset)?
+                .fetch_add(value, Ordering::AcqRel))
+        })
+    }
+
+    fn atomic_compare_swap(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        self.with_table(seg, rank, |t| {
+            let w = self.atomic_word(t, rank, seg, offset)?;
+            Ok(
+                match w.compare_exchange(expected, new, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(v) | Err(v) => v,
+                },
+            )
+        })
+    }
+
+    fn barrier(&self, timeout: Timeout) -> Result<()> {
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        self.barrier_locked(&mut c, timeout)
+    }
+
+    fn allreduce(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+        ty: DataType,
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let es = ty.size();
+        let per = REDUCE_CHUNK / es * es;
+        let chunks = input.len().div_ceil(per);
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        let start = c.reduce_next.take().unwrap_or(0);
+        for k in start..chunks {
+            let lo = k * per;
+            let hi = (lo + per).min(input.len());
+            let parity = (c.reduce_seq % 2) as usize;
+            if c.barrier_pending.is_none() {
+                let slot = self.ctl.rank(self.rank).reduce[parity].get() as *mut u8;
+                // SAFETY: the slot is this rank's; no other rank reads this parity until the
+                // barrier below, and every reader of its previous use has passed the barrier of
+                // the chunk in between (double buffering).
+                unsafe { std::ptr::copy_nonoverlapping(input[lo..].as_ptr(), slot, hi - lo) };
+            }
+            if let Err(e) = self.barrier_locked(&mut c, timeout) {
+                c.reduce_next = Some(k);
+                return Err(e);
+            }
+            let out = &mut output[lo..hi];
+            for r in 0..self.size {
+                let slot = self.ctl.rank(r).reduce[parity].get() as *const u8;
+                // SAFETY: rank r filled its slot before arriving at the barrier we passed, and
+                // will not touch this parity again before we arrive at the next barrier.
+                let src = unsafe { std::slice::from_raw_parts(slot, hi - lo) };
+                if r == 0 {
+                    out.copy_from_slice(src);
+                } else {
+                    combine(ty, op, out, src);
+                }
+            }
+            c.reduce_seq += 1;
+        }
+        Ok(())
+    }
+
+    fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {
+        if data.len() > PASSIVE_MAX {
+            return Err(Error::MessageTooLarge {
+                len: data.len(),
+                max: PASSIVE_MAX,
+            });
+        }
+        self.peer_ok(rank)?;
+        let mb = &self.ctl.rank(rank).mailbox;
+        let deadline = timeout.deadline();
+        loop {
+            self.mailbox_lock(&mb.lock, deadline)?;
+            let (h, t) = (
+                mb.head.load(Ordering::Relaxed),
+                mb.tail.load(Ordering::Relaxed),
+            );
+            if t.wrapping_sub(h) < PASSIVE_SLOTS as u32 {
+                let slot = &mb.slots[t as usize % PASSIVE_SLOTS];
+                slot.from.store(self.rank as u32, Ordering::Relaxed);
+                slot.len.store(data.len() as u32, Ordering::Relaxed);
+                // SAFETY: the slot is free (t - h < SLOTS) and we hold the mailbox lock.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        slot.data.get() as *mut u8,
+                        data.len(),
+                    )
+                };
+                mb.tail.store(t.wrapping_add(1), Ordering::Relaxed);
+                mb.lock.v.store(0, Ordering::Release);
+                ring(&mb.bell);
+                return Ok(());
+            }
+            mb.lock.v.store(0, Ordering::Release);
+            self.wait_until(
+                &mb.space,
+                deadline,
+                || {
+                    mb.tail
+                        .load(Ordering::Relaxed)
+                        .wrapping_sub(mb.head.load(Ordering::Relaxed))
+                        < PASSIVE_SLOTS as u32
+                },
+                || self.peer_ok(rank).err().map(|_| rank),
+            )?;
+        }
+    }
+
+    fn passive_receive(&self, buf: &mut [u8], timeout: Timeout) -> Result<(Rank, usize)> {
+        let mb = &self.ctl.rank(self.rank).mailbox;
+        let deadline = timeout.deadline();
+        loop {
+            if mb.head.load(Ordering::Relaxed) != mb.tail.load(Ordering::Relaxed) {
+                self.mailbox_lock(&mb.lock, deadline)?;
+                let h = mb.head.load(Ordering::Relaxed);
+                if h != mb.tail.load(Ordering::Relaxed) {
+                    let slot = &mb.slots[h as usize % PASSIVE_SLOTS];
+                    let len = slot.len.load(Ordering::Relaxed) as usize;
+                    if len > buf.len() {
+                        mb.lock.v.store(0, Ordering::Release);
+                        return Err(Error::BufferTooSmall {
+                            need: len,
+                            have: buf.len(),
+                        });
+                    }
+                    let from = slot.from.load(Ordering::Relaxed) as Rank;
+                    // SAFETY: the slot holds a complete message (written under the lock we hold).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            slot.data.get() as *const u8,
+                            buf.as_mut_ptr(),
+                            len,
+                        )
+                    };
+                    mb.head.store(h.wrapping_add(1), Ordering::Relaxed);
+                    mb.lock.v.store(0, Ordering::Release);
+                    ring(&mb.space);
+                    return Ok((from, len));
+                }
+                mb.lock.v.store(0, Ordering::Release);
+            }
+            self.wait_until(
+                &mb.bell,
+                deadline,
+                || mb.head.load(Ordering::Relaxed) != mb.tail.load(Ordering::Relaxed),
+                || self.gone(false),
+            )?;
+        }
+    }
+
+    fn passive_max(&self) -> usize {
+        PASSIVE_MAX
+    }
+
+    fn health(&self, rank: Rank) -> Health {
+        Health::from_code(self.state(rank))
+    }
+
+    fn leave(&self, failed: bool) {
+        let me = self.ctl.rank(self.rank);
+        me.state.v.store(
+            if failed {
+                ctl::ST_FAILED
+            } else {
+                ctl::ST_EXITED
+            },
+            Ordering::Release,
+        );
+        wake_job(&self.ctl);
+    }
+}
+
+/// Wakes every sleeper on the control block so that it re-checks the state vector.
+pub(crate) fn wake_job(c: &Ctl) {
+    sys::futex_wake_all(&c.header().barrier_gen.v);
+    for r in 0..c.n() {
+        let mb = &c.rank(r).mailbox;
+        sys::futex_wake_all(&mb.bell.v);
+        sys::futex_wake_all(&mb.space.v);
+    }
+}
+
+impl<B: Backing> Drop for MemEngine<B> {
+    fn drop(&mut self) {
+        let s = self.segs.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (i, slot) in s.iter_mut().enumerate() {
+            if !matches!(slot, SegSlot::Empty) {
+                self.ctl.rank(self.rank).seg_size[i].store(0, Ordering::Release);
+                self.b.remove_segment(i as u32, self.rank);
+                *slot = SegSlot::Empty;
+            }
+        }
+    }
+}

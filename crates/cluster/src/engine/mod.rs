@@ -1,0 +1,141 @@
+//! Engines: what moves the bytes underneath a [`World`](crate::World).
+//!
+//! The [`Engine`] trait is the whole contract between the cluster tier's API (argument checks,
+//! queue accounting, typed views) and a transport. It is shaped after GASPI's primitives rather
+//! than after any one transport, so that:
+//!
+//! - `local` (ranks are threads of one process) and `shm` (ranks are processes of one host)
+//!   implement it with loads, stores and copies in shared memory (both in [`mem`]);
+//! - an MPI engine can implement it with MPI-3 windows: `write`/`read` become `MPI_Put`/`MPI_Get`
+//!   whose completion is only promised by [`Engine::wait`] (a flush of the targets the queue
+//!   touched), notifications become a put into the target's notification window after a flush,
+//!   atomics become `MPI_Fetch_and_op`/`MPI_Compare_and_swap`, and the collectives may be MPI's.
+//!
+//! Engines receive arguments already checked for rank, queue and notification range by the
+//! `World`; they check segments and bounds, which only they know.
+
+pub(crate) mod ctl;
+pub mod local;
+pub(crate) mod mem;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod shm;
+
+use crate::collective::{DataType, Op};
+use crate::error::{Rank, Result};
+use crate::health::Health;
+use crate::timeout::Timeout;
+
+/// One one-sided transfer: `len` bytes between `local_seg[local_off..]` of the calling rank and
+/// `remote_seg[remote_off..]` of `rank`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// Segment of the calling rank (source of a write, destination of a read).
+    pub local_seg: u32,
+    /// Offset in `local_seg`.
+    pub local_off: usize,
+    /// The remote rank.
+    pub rank: Rank,
+    /// Segment at `rank`.
+    pub remote_seg: u32,
+    /// Offset in `remote_seg`.
+    pub remote_off: usize,
+    /// Bytes to move.
+    pub len: usize,
+}
+
+/// A transport for the cluster tier. All methods take `&self`: a world is shared by the
+/// threads of its rank.
+///
+/// Completion model (GASPI): `write`, `read`, `notify` and `write_notify` *post* a request on a
+/// queue and may return before it is done; [`Engine::wait`] returns once every request posted on
+/// that queue is locally complete (source reusable, read data present). `write_notify` makes the
+/// notification visible at the target only after the data.
+pub trait Engine: Send + Sync {
+    /// Short name, as in `TIERS_ENGINE` (`local`, `shm`, `mpi`).
+    fn name(&self) -> &'static str;
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Rank among the ranks of this host.
+    fn local_rank(&self) -> usize;
+    /// Number of ranks on this host.
+    fn local_size(&self) -> usize;
+
+    /// Collective: creates and registers segment `seg` of `size` bytes at every rank (sizes may
+    /// differ between ranks). Resumable after `Timeout` by calling it again with the same
+    /// arguments.
+    fn segment_create(&self, seg: u32, size: usize, timeout: Timeout) -> Result<()>;
+    /// Collective: deregisters and frees `seg` at every rank.
+    fn segment_delete(&self, seg: u32, timeout: Timeout) -> Result<()>;
+    /// The calling rank's memory of `seg`: pointer to the first byte, and length. The pointer
+    /// stays valid while the returned keep-alive handle lives.
+    fn segment_local(&self, seg: u32) -> Result<(*mut u8, usize, KeepAlive)>;
+    /// The registered size of `seg` at `rank`.
+    fn segment_size(&self, seg: u32, rank: Rank) -> Result<usize>;
+
+    /// Posts a write (local → remote).
+    fn write(&self, queue: usize, t: &Transfer) -> Result<()>;
+    /// Posts a read (remote → local).
+    fn read(&self, queue: usize, t: &Transfer) -> Result<()>;
+    /// Posts notification `id` with `value` (non-zero) at `rank`'s segment `seg`.
+    fn notify(&self, queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()>;
+    /// Posts a write followed by a notification that becomes visible only after the data.
+    fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()>;
+    /// Waits for local completion of everything posted on `queue`.
+    fn wait(&self, queue: usize, timeout: Timeout) -> Result<()>;
+
+    /// Waits until one of notifications `first..first + count` of the local `seg` is non-zero;
+    /// returns its id (the lowest such).
+    fn notify_waitsome(
+        &self,
+        seg: u32,
+        first: usize,
+        count: usize,
+        timeout: Timeout,
+    ) -> Result<usize>;
+    /// Atomically reads and zeroes notification `id` of the local `seg`.
+    fn notify_reset(&self, seg: u32, id: usize) -> Result<u32>;
+
+    /// Atomically adds `value` to the 8-byte word at `seg[offset]` of `rank`; returns the old value.
+    fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64>;
+    /// Atomically replaces the word with `new` if it equals `expected`; returns the old value.
+    fn atomic_compare_swap(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64>;
+
+    /// Collective barrier; resumable after `Timeout`.
+    fn barrier(&self, timeout: Timeout) -> Result<()>;
+    /// Collective allreduce of `input` into `output` (same length, whole elements of `ty`);
+    /// every rank gets bit-identical results. Resumable after `Timeout`.
+    fn allreduce(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+        ty: DataType,
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()>;
+
+    /// Sends a passive message to `rank` (waits while its mailbox is full).
+    fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()>;
+    /// Receives the next passive message into `buf`, sleeping (no spinning) while none is
+    /// there; returns the sender and the length.
+    fn passive_receive(&self, buf: &mut [u8], timeout: Timeout) -> Result<(Rank, usize)>;
+    /// The largest passive message.
+    fn passive_max(&self) -> usize;
+
+    /// The health of `rank` as this engine knows it.
+    fn health(&self, rank: Rank) -> Health;
+    /// Marks this rank as gone (`failed`: abnormally), waking everyone who waits for it.
+    fn leave(&self, failed: bool);
+}
+
+/// Keeps a segment's memory mapped while a local view of it lives.
+pub type KeepAlive = std::sync::Arc<dyn Send + Sync>;

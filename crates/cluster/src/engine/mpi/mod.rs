@@ -1,0 +1,996 @@
+//! The `mpi` engine (cargo feature `mpi`): tiers across machines, multi-tier inside.
+//!
+//! Ranks that share a host (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`) form a shared-memory
+//! job of their own and reach each other through the same code as the `shm` engine
+//! ([`MemEngine`]): one copy per write, futex wake-ups, hardware atomics. Only traffic to
+//! ranks on other hosts goes through MPI:
+//!
+//! - a segment is the host mapping (notification header + data) exposed as an MPI-3 window
+//!   (`MPI_Win_create`, one passive-target `lock_all` epoch for its whole life);
+//! - write/read are `MPI_Rput`/`MPI_Rget`; a queue remembers its requests and the
+//!   (window, rank) pairs it touched, and `wait` tests the requests (a real timeout) and then
+//!   flushes exactly those targets;
+//! - `write_notify` puts the data, flushes that target, then puts the notification (GASPI
+//!   ordering: the notification is never visible before the data);
+//! - atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap` plus a flush;
+//! - barrier and allreduce are hierarchical: host-local in shared memory, then
+//!   `MPI_Ibarrier`/`MPI_Iallreduce` among one leader per host, then host-local again;
+//! - passive messages to other hosts are `MPI_Isend`s matched with `MPI_Improbe`.
+//!
+//! Every wait drives non-blocking MPI calls with tests, so timeouts are real, and sleeps
+//! (futex on the host-local word, with MPI progress polled in growing slices up to 1 ms) when
+//! asked to wait long, rather than spinning a core.
+//!
+//! With one host (`mpirun -n 2` on a laptop) no MPI call is on any data path at all; with
+//! [`MpiConfig::host_local`] off every rank is its own "host" and everything goes through MPI
+//! (the `tiers-mpi` rows of the benchmarks).
+
+pub mod bench;
+mod raw;
+
+pub use raw::{launched, Threading};
+
+use super::ctl::{self, Ctl, SegHeader, MAX_SEGMENTS, PASSIVE_MAX, SEG_HEADER};
+use super::mem::{Backing, MemEngine};
+use super::{Engine, KeepAlive, Transfer};
+use crate::collective::{DataType, Op};
+use crate::error::{Error, Rank, Result};
+use crate::health::Health;
+use crate::sys::{self, Mapping};
+use crate::timeout::{Deadline, Timeout};
+use raw::{Comm, Req, Win};
+use std::collections::HashSet;
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Tag of passive messages between hosts.
+const TAG_PASSIVE: i32 = 0x7431;
+/// Longest sleep between two polls of MPI progress.
+const MAX_NAP: Duration = Duration::from_millis(1);
+
+/// How to set up an mpi world.
+#[derive(Clone, Copy, Debug)]
+pub struct MpiConfig {
+    /// The MPI thread level to ask for.
+    pub threading: Threading,
+    /// Ranks on one host use shared memory among themselves (the default); off, every rank
+    /// talks to every other through MPI.
+    pub host_local: bool,
+}
+
+impl MpiConfig {
+    /// From the environment: `TIERS_MPI_THREADS=funneled|multiple` (default: multiple when
+    /// `TIERS_THREADS` asks for more than one worker per rank, otherwise funneled) and
+    /// `TIERS_MPI_HOST_LOCAL=0` to send everything through MPI.
+    pub fn from_env() -> MpiConfig {
+        let threading = match std::env::var("TIERS_MPI_THREADS").ok().as_deref() {
+            Some("multiple") => Threading::Multiple,
+            Some("funneled") => Threading::Funneled,
+            _ if crate::world::threads() > 1 => Threading::Multiple,
+            _ => Threading::Funneled,
+        };
+        let host_local = std::env::var("TIERS_MPI_HOST_LOCAL").ok().as_deref() != Some("0");
+        MpiConfig {
+            threading,
+            host_local,
+        }
+    }
+}
+
+/// Whether `tiers_cluster::init()` should use this engine: `TIERS_ENGINE=mpi`, or no
+/// `TIERS_ENGINE` and an MPI launcher's environment.
+pub fn selected() -> bool {
+    match std::env::var(crate::world::env::ENGINE).ok().as_deref() {
+        Some("mpi") => true,
+        None | Some("") => launched(),
+        _ => false,
+    }
+}
+
+/// The engine `init()` uses under an MPI launcher (configured from the environment).
+pub fn from_env() -> Result<Box<dyn Engine>> {
+    Ok(Box::new(MpiEngine::new(MpiConfig::from_env())?))
+}
+
+/// What the collectives of a world of `size` ranks with `local_size` per host run (printed by
+/// the benchmarks).
+pub fn collective_algorithm(e: &dyn Engine, barrier: bool) -> &'static str {
+    match (e.local_size() == e.size(), e.local_size() == 1, barrier) {
+        (true, _, true) => "shared-memory barrier (one host)",
+        (true, _, false) => "shared-memory allreduce (one host)",
+        (_, true, true) => "MPI_Ibarrier + MPI_Test",
+        (_, true, false) => "MPI_Iallreduce + MPI_Test",
+        (_, _, true) => "hierarchical: shm barrier, MPI_Ibarrier of host leaders, shm barrier",
+        (_, _, false) => {
+            "hierarchical: shm allreduce, MPI_Iallreduce of host leaders, shm broadcast"
+        }
+    }
+}
+
+/// The memory of the ranks of one host: named shared memory when the host has several ranks,
+/// anonymous memory when it has one.
+struct HostBacking {
+    job: String,
+    ctl: Ctl,
+    _map: Arc<Mapping>,
+    shared: bool,
+}
+
+impl Backing for HostBacking {
+    fn name(&self) -> &'static str {
+        "mpi"
+    }
+    fn ctl(&self) -> Ctl {
+        self.ctl
+    }
+    fn create_segment(&self, seg: u32, rank: Rank, len: usize) -> io::Result<Arc<Mapping>> {
+        if !self.shared {
+            return Mapping::anonymous(len).map(Arc::new);
+        }
+        let name = super::shm::seg_name(&self.job, seg, rank);
+        let _ = sys::shm_unlink(&name); // a leftover of a crashed job with our name
+        Mapping::create(&name, len).map(Arc::new)
+    }
+    fn open_segment(&self, seg: u32, rank: Rank) -> io::Result<Arc<Mapping>> {
+        Mapping::open(&super::shm::seg_name(&self.job, seg, rank)).map(Arc::new)
+    }
+    fn remove_segment(&self, seg: u32, rank: Rank) {
+        if self.shared {
+            let _ = sys::shm_unlink(&super::shm::seg_name(&self.job, seg, rank));
+        }
+    }
+    fn processes(&self) -> bool {
+        true
+    }
+}
+
+/// A registered segment as MPI sees it.
+struct MpiSeg {
+    /// This rank's data (after the notification header) and its size.
+    data: *mut u8,
+    size: usize,
+    /// Keeps the mapping behind `data` (and the window's memory) alive.
+    _keep: KeepAlive,
+    /// Registered size at every world rank.
+    sizes: Vec<usize>,
+    /// The window over header + data, collective over all ranks.
+    win: Win,
+}
+
+// SAFETY: `data` points into a mapping kept alive by `_keep`; it is only used for bounds-checked
+// MPI transfers whose ordering the program establishes, as in the shm engine.
+unsafe impl Send for MpiSeg {}
+// SAFETY: as above.
+unsafe impl Sync for MpiSeg {}
+
+enum Slot {
+    Empty,
+    /// Sizes are being gathered (resumable after a timeout).
+    Gathering(Req, Box<u64>, Vec<u64>),
+    Ready(Arc<MpiSeg>),
+}
+
+/// What one queue has posted to other hosts since its last wait.
+#[derive(Default)]
+struct QState {
+    reqs: Vec<Req>,
+    touched: HashSet<(u32, Rank)>,
+    /// Notification values in flight (their puts read them until flushed).
+    values: Vec<Box<u32>>,
+}
+
+enum BarrierPhase {
+    Idle,
+    Leaders(Req),
+    Release,
+}
+
+enum ReducePhase {
+    Idle,
+    /// The leaders' allreduce over `send` into `recv` is in flight.
+    Leaders(Req, Vec<u8>, Vec<u8>),
+    /// Host-local broadcast of `recv` (leader) or of identities.
+    Release(Vec<u8>),
+}
+
+struct Coll {
+    barrier: BarrierPhase,
+    reduce: ReducePhase,
+}
+
+/// Sends not yet completed when their timeout ran out (their buffers live here until done).
+type PendingSends = Vec<(Req, Vec<u8>)>;
+
+/// The `mpi` engine. See the module documentation.
+pub struct MpiEngine {
+    rank: Rank,
+    size: usize,
+    comm: Comm,
+    host: MemEngine<HostBacking>,
+    host_ctl: Ctl,
+    /// World ranks of this host, by host-local index.
+    members: Vec<Rank>,
+    /// For every world rank, its index on this host (`None`: another host).
+    local_index: Vec<Option<usize>>,
+    /// Number of hosts.
+    hosts: usize,
+    /// Host leaders (host-local index 0), when there are several hosts.
+    leaders: Option<Comm>,
+    segs: RwLock<Vec<Slot>>,
+    queues: Vec<Mutex<QState>>,
+    coll: Mutex<Coll>,
+    passive: Mutex<(Option<(Rank, Vec<u8>)>, PendingSends)>,
+    spin: u32,
+}
+
+fn job_id(leader_pid: u32) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let c = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    // The pid first, as the shm engine's names, so that `tiers run`'s stale sweep knows them.
+    format!("{leader_pid}xmpi{c}t{:x}", t & 0xfffff)
+}
+
+impl MpiEngine {
+    /// Joins the MPI job (initialising MPI if needed). Collective over `MPI_COMM_WORLD`.
+    pub fn new(cfg: MpiConfig) -> Result<MpiEngine> {
+        raw::init(cfg.threading)?;
+        let setup = Deadline::Never;
+        let comm = raw::dup(raw::world())?;
+        let (rank, size) = raw::rank_size(comm);
+        let host_comm = if cfg.host_local {
+            raw::split_shared(comm)?
+        } else {
+            raw::split(comm, Some(rank as i32), 0)?.expect("a colour was given")
+        };
+        let (hidx, hsize) = raw::rank_size(host_comm);
+        let members: Vec<Rank> = raw::allgather_u64(rank as u64, host_comm, setup)?
+            .into_iter()
+            .map(|r| r as Rank)
+            .collect();
+        let leader_of = raw::allgather_u64(members[0] as u64, comm, setup)?;
+        let mut local_index = vec![None; size];
+        for (i, &r) in members.iter().enumerate() {
+            local_index[r] = Some(i);
+        }
+        let hosts = leader_of
+            .iter()
+            .enumerate()
+            .filter(|&(r, &l)| l as usize == r)
+            .count();
+        let leaders = raw::split(comm, (hidx == 0).then_some(0), rank as i32)?;
+        let leaders = if hosts > 1 { leaders } else { None };
+
+        // The host's control block: created by the leader, named after its pid.
+        let leader_pid = raw::allgather_u64(sys::getpid() as u64, host_comm, setup)?[0] as u32;
+        let job = job_id(leader_pid);
+        let shared = hsize > 1;
+        // Every rank of the host computes a job id; the leader's is the one used.
+        let job = if shared {
+            let ids = raw::allgather_u64(if hidx == 0 { fnv(&job) } else { 0 }, host_comm, setup)?;
+            format!("{leader_pid}xmpi{:x}", ids[0])
+        } else {
+            job
+        };
+        let ctl_name = super::shm::ctl_name(&job);
+        let map = if !shared {
+            Mapping::anonymous(Ctl::len(1))
+        } else if hidx == 0 {
+            let _ = sys::shm_unlink(&ctl_name);
+            Mapping::create(&ctl_name, Ctl::len(hsize))
+        } else {
+            raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            Mapping::open(&ctl_name)
+        }
+        .map_err(|e| Error::Setup(format!("mpi engine: host control block: {e}")))?;
+        let ctl = if hidx == 0 {
+            // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(hsize) bytes, kept in
+            // the backing below.
+            let c = unsafe { Ctl::init(map.ptr(), hsize, leader_pid) };
+            if shared {
+                raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            }
+            c
+        } else {
+            // SAFETY: the leader's mapping of its control block, page-aligned, map.len() long.
+            unsafe { Ctl::attach(map.ptr(), map.len()) }
+                .ok_or_else(|| Error::Setup("mpi engine: not a control block".into()))?
+        };
+        let host = MemEngine::new(
+            HostBacking {
+                job,
+                ctl,
+                _map: Arc::new(map),
+                shared,
+            },
+            hidx,
+        );
+        // Everyone of the host has attached: the name can go (crash-proof from here on).
+        if shared {
+            raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            if hidx == 0 {
+                let _ = sys::shm_unlink(&ctl_name);
+            }
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(MpiEngine {
+            rank,
+            size,
+            comm,
+            host,
+            host_ctl: ctl,
+            members,
+            local_index,
+            hosts,
+            leaders,
+            segs: RwLock::new((0..MAX_SEGMENTS).map(|_| Slot::Empty).collect()),
+            queues: (0..crate::world::QUEUES)
+                .map(|_| Mutex::new(QState::default()))
+                .collect(),
+            coll: Mutex::new(Coll {
+                barrier: BarrierPhase::Idle,
+                reduce: ReducePhase::Idle,
+            }),
+            passive: Mutex::new((None, Vec::new())),
+            spin: if hsize <= cpus { 1 << 12 } else { 64 },
+        })
+    }
+
+    /// A host-local error speaks of host-local ranks: name world ranks instead.
+    fn lift(&self, e: Error) -> Error {
+        let w = |r: Rank| self.members.get(r).copied().unwrap_or(r);
+        match e {
+            Error::OutOfBounds {
+                rank,
+                seg,
+                offset,
+                len,
+                size,
+            } => Error::OutOfBounds {
+                rank: w(rank),
+                seg,
+                offset,
+                len,
+                size,
+            },
+            Error::NoSuchRank { rank, .. } => Error::NoSuchRank {
+                rank: w(rank),
+                size: self.size,
+            },
+            Error::NoSuchSegment { seg, rank } => Error::NoSuchSegment { seg, rank: w(rank) },
+            Error::PeerFailed(r) => Error::PeerFailed(w(r)),
+            e => e,
+        }
+    }
+
+    #[inline]
+    fn local(&self, r: Rank) -> Option<usize> {
+        self.local_index.get(r).copied().flatten()
+    }
+
+    fn seg(&self, seg: u32, rank: Rank) -> Result<Arc<MpiSeg>> {
+        let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
+        match s.get(seg as usize) {
+            Some(Slot::Ready(m)) => Ok(m.clone()),
+            _ => Err(Error::NoSuchSegment { seg, rank }),
+        }
+    }
+
+    /// Checks a transfer to another host; returns the local address, the window and the
+    /// target displacement.
+    fn remote(&self, t: &Transfer) -> Result<(*mut u8, Arc<MpiSeg>, usize)> {
+        let l = self.seg(t.local_seg, self.rank)?;
+        let r = self.seg(t.remote_seg, t.rank)?;
+        let lp = check(l.size, self.rank, t.local_seg, t.local_off, t.len)?;
+        check(r.sizes[t.rank], t.rank, t.remote_seg, t.remote_off, t.len)?;
+        // SAFETY: local_off + len <= size of this rank's segment (checked above).
+        let src = unsafe { l.data.add(lp) };
+        Ok((src, r, SEG_HEADER + t.remote_off))
+    }
+
+    fn post(&self, queue: usize, seg: u32, rank: Rank, req: Option<Req>, value: Option<Box<u32>>) {
+        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        q.reqs.extend(req);
+        q.values.extend(value);
+        q.touched.insert((seg, rank));
+    }
+
+    fn notify_remote(
+        &self,
+        queue: usize,
+        rank: Rank,
+        seg: u32,
+        id: usize,
+        value: u32,
+    ) -> Result<()> {
+        let s = self.seg(seg, rank)?;
+        let v = Box::new(value);
+        let disp = std::mem::offset_of!(SegHeader, notif) + id * 4;
+        // SAFETY: the value lives in the queue until the queue's wait has flushed this target;
+        // the displacement lies in the target's header (id < NOTIFICATIONS, checked by World).
+        let req = unsafe { s.win.rput(&*v as *const u32 as *const u8, 4, rank, disp)? };
+        self.post(queue, seg, rank, Some(req), Some(v));
+        Ok(())
+    }
+
+    /// The notification header of this rank's segment `seg` (valid while the keep-alive lives).
+    fn header(&self, seg: u32) -> Result<(*const SegHeader, KeepAlive)> {
+        let (p, _, keep) = self.host.segment_local(seg).map_err(|e| self.lift(e))?;
+        // SAFETY: the host mapping starts SEG_HEADER bytes before the data (same mapping).
+        Ok((unsafe { p.sub(SEG_HEADER) } as *const SegHeader, keep))
+    }
+
+    /// Sleeps on `word` (woken by host-local peers) for at most `nap`, then lets MPI progress.
+    fn nap(&self, word: &ctl::Line, seen: u32, nap: Duration) {
+        word.waiters.fetch_add(1, Ordering::SeqCst);
+        sys::futex_wait(&word.v, seen, nap);
+        word.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A host-local rank that failed, in world numbering.
+    fn host_gone(&self) -> Option<Rank> {
+        let me = self.host.local_rank();
+        (0..self.members.len())
+            .find(|&i| i != me && self.host.health(i) == Health::Failed)
+            .map(|i| self.members[i])
+    }
+
+    fn barrier_locked(&self, c: &mut Coll, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        loop {
+            match &mut c.barrier {
+                BarrierPhase::Idle => {
+                    self.host.barrier(timeout).map_err(|e| self.lift(e))?;
+                    c.barrier = match &self.leaders {
+                        Some(l) if self.host.local_rank() == 0 => {
+                            BarrierPhase::Leaders(raw::ibarrier(*l)?)
+                        }
+                        _ => BarrierPhase::Release,
+                    };
+                }
+                BarrierPhase::Leaders(req) => {
+                    req.wait(deadline, self.spin)?;
+                    c.barrier = BarrierPhase::Release;
+                }
+                BarrierPhase::Release => {
+                    if self.members.len() > 1 {
+                        self.host.barrier(timeout).map_err(|e| self.lift(e))?;
+                    }
+                    c.barrier = BarrierPhase::Idle;
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// `offset + len` within `size`: returns `offset`.
+fn check(size: usize, rank: Rank, seg: u32, offset: usize, len: usize) -> Result<usize> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(offset),
+        _ => Err(Error::OutOfBounds {
+            rank,
+            seg,
+            offset,
+            len,
+            size,
+        }),
+    }
+}
+
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The neutral element of `op` on `ty`, as bytes (floats: `-0.0` for sums, NaN for min/max,
+/// which loses against every number).
+fn identity(ty: DataType, op: Op) -> Vec<u8> {
+    macro_rules! b {
+        ($v:expr) => {
+            $v.to_ne_bytes().to_vec()
+        };
+    }
+    match (ty, op) {
+        (DataType::I32, Op::Sum) => b!(0i32),
+        (DataType::I32, Op::Min) => b!(i32::MAX),
+        (DataType::I32, Op::Max) => b!(i32::MIN),
+        (DataType::U32, Op::Sum) => b!(0u32),
+        (DataType::U32, Op::Min) => b!(u32::MAX),
+        (DataType::U32, Op::Max) => b!(u32::MIN),
+        (DataType::I64, Op::Sum) => b!(0i64),
+        (DataType::I64, Op::Min) => b!(i64::MAX),
+        (DataType::I64, Op::Max) => b!(i64::MIN),
+        (DataType::U64, Op::Sum) => b!(0u64),
+        (DataType::U64, Op::Min) => b!(u64::MAX),
+        (DataType::U64, Op::Max) => b!(u64::MIN),
+        (DataType::F32, Op::Sum) => b!(-0.0f32),
+        (DataType::F32, _) => b!(f32::NAN),
+        (DataType::F64, Op::Sum) => b!(-0.0f64),
+        (DataType::F64, _) => b!(f64::NAN),
+    }
+}
+
+impl Engine for MpiEngine {
+    fn name(&self) -> &'static str {
+        "mpi"
+    }
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn local_rank(&self) -> usize {
+        self.host.local_rank()
+    }
+    fn local_size(&self) -> usize {
+        self.members.len()
+    }
+
+    fn segment_create(&self, seg: u32, size: usize, timeout: Timeout) -> Result<()> {
+        if seg >= MAX_SEGMENTS {
+            return Err(Error::SegmentIdTooLarge {
+                seg,
+                max: MAX_SEGMENTS,
+            });
+        }
+        if self.hosts == 1 {
+            return self
+                .host
+                .segment_create(seg, size, timeout)
+                .map_err(|e| self.lift(e));
+        }
+        let resuming = {
+            let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
+            match s[seg as usize] {
+                Slot::Ready(_) => return Err(Error::SegmentExists { seg }),
+                Slot::Gathering(..) => true,
+                Slot::Empty => false,
+            }
+        };
+        if !resuming {
+            // Resumable by itself after a timeout.
+            self.host
+                .segment_create(seg, size, timeout)
+                .map_err(|e| self.lift(e))?;
+        }
+        let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        if matches!(s[seg as usize], Slot::Empty) {
+            let send = Box::new(size as u64);
+            let mut recv = vec![0u64; self.size];
+            // SAFETY: both buffers move into the slot (heap memory, never moved or freed
+            // before the request completes: the slot is only replaced after completion).
+            let req = unsafe { raw::iallgather_u64(&*send, recv.as_mut_ptr(), self.comm)? };
+            s[seg as usize] = Slot::Gathering(req, send, recv);
+        }
+        let Slot::Gathering(req, _, _) = &mut s[seg as usize] else {
+            return Err(Error::SegmentExists { seg });
+        };
+        req.wait(timeout.deadline(), self.spin)?;
+        let Slot::Gathering(_, _, sizes) = std::mem::replace(&mut s[seg as usize], Slot::Empty)
+        else {
+            unreachable!("matched above")
+        };
+        let (data, len, keep) = self.host.segment_local(seg).map_err(|e| self.lift(e))?;
+        // SAFETY: the host mapping is SEG_HEADER + len bytes from data - SEG_HEADER; `keep`
+        // (stored with the window) keeps it mapped until the window is freed. MPI has no
+        // non-blocking window creation; every rank reaches it right after the allgather.
+        let win = unsafe { Win::create(data.sub(SEG_HEADER), SEG_HEADER + len, self.comm)? };
+        s[seg as usize] = Slot::Ready(Arc::new(MpiSeg {
+            data,
+            size: len,
+            _keep: keep,
+            sizes: sizes.into_iter().map(|x| x as usize).collect(),
+            win,
+        }));
+        Ok(())
+    }
+
+    fn segment_delete(&self, seg: u32, timeout: Timeout) -> Result<()> {
+        if self.hosts == 1 {
+            return self
+                .host
+                .segment_delete(seg, timeout)
+                .map_err(|e| self.lift(e));
+        }
+        self.seg(seg, self.rank)?;
+        self.barrier(timeout)?;
+        let slot = {
+            let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut s[seg as usize], Slot::Empty)
+        };
+        if let Slot::Ready(mut m) = slot {
+            // Wait for threads still inside a transfer on this segment.
+            let m = loop {
+                match Arc::try_unwrap(m) {
+                    Ok(x) => break x,
+                    Err(a) => {
+                        m = a;
+                        std::thread::yield_now();
+                    }
+                }
+            };
+            m.win.free()?;
+        }
+        self.host
+            .segment_delete(seg, timeout)
+            .map_err(|e| self.lift(e))
+    }
+
+    fn segment_local(&self, seg: u32) -> Result<(*mut u8, usize, KeepAlive)> {
+        self.host.segment_local(seg).map_err(|e| self.lift(e))
+    }
+
+    fn segment_size(&self, seg: u32, rank: Rank) -> Result<usize> {
+        match self.local(rank) {
+            Some(i) => self.host.segment_size(seg, i).map_err(|e| self.lift(e)),
+            None => Ok(self.seg(seg, rank)?.sizes[rank]),
+        }
+    }
+
+    #[inline]
+    fn write(&self, queue: usize, t: &Transfer) -> Result<()> {
+        if let Some(i) = self.local(t.rank) {
+            return self
+                .host
+                .write(queue, &Transfer { rank: i, ..*t })
+                .map_err(|e| self.lift(e));
+        }
+        let (src, s, disp) = self.remote(t)?;
+        // SAFETY: src..src+len lies in this rank's segment (checked), kept mapped by `s`'s
+        // keep-alive, which the queue holds (through `touched`) until wait; disp + len lies in
+        // the target's window (checked against its registered size).
+        let req = unsafe { s.win.rput(src, t.len, t.rank, disp)? };
+        self.post(queue, t.remote_seg, t.rank, Some(req), None);
+        Ok(())
+    }
+
+    #[inline]
+    fn read(&self, queue: usize, t: &Transfer) -> Result<()> {
+        if let Some(i) = self.local(t.rank) {
+            return self
+                .host
+                .read(queue, &Transfer { rank: i, ..*t })
+                .map_err(|e| self.lift(e));
+        }
+        let (dst, s, disp) = self.remote(t)?;
+        // SAFETY: as in write; the local range is this rank's to overwrite (GASPI read).
+        let req = unsafe { s.win.rget(dst, t.len, t.rank, disp)? };
+        self.post(queue, t.remote_seg, t.rank, Some(req), None);
+        Ok(())
+    }
+
+    fn notify(&self, queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()> {
+        match self.local(rank) {
+            Some(i) => self
+                .host
+                .notify(queue, i, seg, id, value)
+                .map_err(|e| self.lift(e)),
+            None => self.notify_remote(queue, rank, seg, id, value),
+        }
+    }
+
+    fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
+        if let Some(i) = self.local(t.rank) {
+            return self
+                .host
+                .write_notify(queue, &Transfer { rank: i, ..*t }, id, value)
+                .map_err(|e| self.lift(e));
+        }
+        self.write(queue, t)?;
+        // The data must be complete at the target before the notification can land.
+        self.seg(t.remote_seg, t.rank)?.win.flush(t.rank)?;
+        self.notify_remote(queue, t.rank, t.remote_seg, id, value)
+    }
+
+    fn wait(&self, queue: usize, timeout: Timeout) -> Result<()> {
+        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        if q.touched.is_empty() {
+            return Ok(());
+        }
+        let reqs = &mut q.reqs;
+        raw::poll(timeout.deadline(), self.spin, || {
+            let mut i = 0;
+            while i < reqs.len() {
+                if reqs[i].test()? {
+                    reqs.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+            Ok(reqs.is_empty())
+        })?;
+        for (seg, rank) in q.touched.drain().collect::<Vec<_>>() {
+            if let Ok(s) = self.seg(seg, rank) {
+                s.win.flush(rank)?;
+            }
+        }
+        q.values.clear();
+        Ok(())
+    }
+
+    fn notify_waitsome(
+        &self,
+        seg: u32,
+        first: usize,
+        count: usize,
+        timeout: Timeout,
+    ) -> Result<usize> {
+        if self.hosts == 1 {
+            return self
+                .host
+                .notify_waitsome(seg, first, count, timeout)
+                .map_err(|e| self.lift(e));
+        }
+        let (h, _keep) = self.header(seg)?;
+        // SAFETY: the mapping starts with a SegHeader and `_keep` keeps it mapped for the
+        // whole of this call.
+        let h = unsafe { &*h };
+        let end = (first + count).min(ctl::NOTIFICATIONS);
+        let deadline = timeout.deadline();
+        let mut nap = Duration::from_micros(20);
+        let mut i = 0u32;
+        loop {
+            let seen = h.seq.v.load(Ordering::SeqCst);
+            if let Some(id) = (first..end).find(|&i| h.notif[i].load(Ordering::Acquire) != 0) {
+                return Ok(id);
+            }
+            if let Some(r) = self.host_gone() {
+                return Err(Error::PeerFailed(r));
+            }
+            let Some(left) = deadline.slice(nap) else {
+                return Err(Error::Timeout);
+            };
+            raw::progress(self.comm);
+            i += 1;
+            if i < self.spin {
+                std::hint::spin_loop();
+            } else {
+                self.nap(&h.seq, seen, left);
+                nap = (nap * 2).min(MAX_NAP);
+            }
+        }
+    }
+
+    fn notify_reset(&self, seg: u32, id: usize) -> Result<u32> {
+        self.host.notify_reset(seg, id).map_err(|e| self.lift(e))
+    }
+
+    fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
+        if let Some(i) = self.local(rank) {
+            return self
+                .host
+                .atomic_fetch_add(i, seg, offset, value)
+                .map_err(|e| self.lift(e));
+        }
+        let s = self.seg(seg, rank)?;
+        check(s.sizes[rank], rank, seg, offset, 8)?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        s.win.fetch_add(rank, SEG_HEADER + offset, value)
+    }
+
+    fn atomic_compare_swap(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        if let Some(i) = self.local(rank) {
+            return self
+                .host
+                .atomic_compare_swap(i, seg, offset, expected, new)
+                .map_err(|e| self.lift(e));
+        }
+        let s = self.seg(seg, rank)?;
+        check(s.sizes[rank], rank, seg, offset, 8)?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        s.win.compare_swap(rank, SEG_HEADER + offset, expected, new)
+    }
+
+    fn barrier(&self, timeout: Timeout) -> Result<()> {
+        if self.hosts == 1 {
+            return self.host.barrier(timeout).map_err(|e| self.lift(e));
+        }
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        self.barrier_locked(&mut c, timeout)
+    }
+
+    fn allreduce(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+        ty: DataType,
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()> {
+        if self.hosts == 1 {
+            return self
+                .host
+                .allreduce(input, output, ty, op, timeout)
+                .map_err(|e| self.lift(e));
+        }
+        let deadline = timeout.deadline();
+        let leader = self.host.local_rank() == 0;
+        let count = input.len() / ty.size();
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match &mut c.reduce {
+                ReducePhase::Idle => {
+                    // Host-local first (skipped when this rank is its host's only one).
+                    let mut send = vec![0u8; input.len()];
+                    if self.members.len() > 1 {
+                        self.host
+                            .allreduce(input, &mut send, ty, op, timeout)
+                            .map_err(|e| self.lift(e))?;
+                    } else {
+                        send.copy_from_slice(input);
+                    }
+                    c.reduce = if leader {
+                        let mut recv = vec![0u8; input.len()];
+                        let l = self.leaders.expect("several hosts have leaders");
+                        // SAFETY: send and recv move into the phase (heap buffers that stay
+                        // put) and are dropped only after the request completed.
+                        let req = unsafe {
+                            raw::iallreduce(
+                                send.as_ptr(),
+                                recv.as_mut_ptr(),
+                                count,
+                                raw::datatype(ty),
+                                raw::op(op),
+                                l,
+                            )?
+                        };
+                        ReducePhase::Leaders(req, send, recv)
+                    } else {
+                        let id = identity(ty, op);
+                        ReducePhase::Release(id.iter().cycle().take(input.len()).copied().collect())
+                    };
+                }
+                ReducePhase::Leaders(req, _, recv) => {
+                    req.wait(deadline, self.spin)?;
+                    let r = std::mem::take(recv);
+                    c.reduce = ReducePhase::Release(r);
+                }
+                ReducePhase::Release(contrib) => {
+                    if self.members.len() > 1 {
+                        // The leader's result combined with everyone else's neutral element:
+                        // a broadcast through the host's shared-memory allreduce.
+                        self.host
+                            .allreduce(contrib, output, ty, op, timeout)
+                            .map_err(|e| self.lift(e))?;
+                    } else {
+                        output.copy_from_slice(contrib);
+                    }
+                    c.reduce = ReducePhase::Idle;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {
+        if let Some(i) = self.local(rank) {
+            return self
+                .host
+                .passive_send(i, data, timeout)
+                .map_err(|e| self.lift(e));
+        }
+        if data.len() > PASSIVE_MAX {
+            return Err(Error::MessageTooLarge {
+                len: data.len(),
+                max: PASSIVE_MAX,
+            });
+        }
+        let buf = data.to_vec();
+        // SAFETY: buf stays alive until the request completes: here, or in the pending list.
+        let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };
+        let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
+        p.1.retain_mut(|(r, _)| !r.test().unwrap_or(true));
+        match req.wait(timeout.deadline(), self.spin) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // The message is on its way; it will be delivered (keep its buffer).
+                p.1.push((req, buf));
+                Err(e)
+            }
+        }
+    }
+
+    fn passive_receive(&self, buf: &mut [u8], timeout: Timeout) -> Result<(Rank, usize)> {
+        if self.hosts == 1 {
+            return self
+                .host
+                .passive_receive(buf, timeout)
+                .map(|(r, n)| (self.members[r], n))
+                .map_err(|e| self.lift(e));
+        }
+        let deadline = timeout.deadline();
+        let bell = &self.host_ctl.rank(self.host.local_rank()).mailbox.bell;
+        let mut nap = Duration::from_micros(20);
+        let mut i = 0u32;
+        loop {
+            let seen = bell.v.load(Ordering::SeqCst);
+            {
+                let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
+                if p.0.is_none() && self.hosts > 1 {
+                    if let Some(m) = raw::improbe(TAG_PASSIVE, self.comm)? {
+                        let src = m.source;
+                        p.0 = Some((src, m.recv()?));
+                    }
+                }
+                if let Some((src, msg)) = &p.0 {
+                    if msg.len() > buf.len() {
+                        return Err(Error::BufferTooSmall {
+                            need: msg.len(),
+                            have: buf.len(),
+                        });
+                    }
+                    let (src, msg) = p.0.take().expect("checked");
+                    buf[..msg.len()].copy_from_slice(&msg);
+                    return Ok((src, msg.len()));
+                }
+            }
+            match self.host.passive_receive(buf, Timeout::Test) {
+                Ok((r, n)) => return Ok((self.members[r], n)),
+                Err(Error::Timeout) => {}
+                Err(e) => return Err(self.lift(e)),
+            }
+            let Some(left) = deadline.slice(nap) else {
+                return Err(Error::Timeout);
+            };
+            i += 1;
+            if i < self.spin {
+                std::hint::spin_loop();
+            } else {
+                self.nap(bell, seen, left);
+                nap = (nap * 2).min(MAX_NAP);
+            }
+        }
+    }
+
+    fn passive_max(&self) -> usize {
+        PASSIVE_MAX
+    }
+
+    fn health(&self, rank: Rank) -> Health {
+        match self.local(rank) {
+            Some(i) => self.host.health(i),
+            // A process of another host that dies ends the MPI job (the launcher's rule), so
+            // while this rank runs, the others are up.
+            None => Health::Healthy,
+        }
+    }
+
+    fn leave(&self, failed: bool) {
+        self.host.leave(failed);
+    }
+}
+
+impl Drop for MpiEngine {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Freeing windows is collective: a failing rank must not wait for the others.
+            return;
+        }
+        let s = std::mem::take(&mut *self.segs.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for slot in s {
+            if let Slot::Ready(m) = slot {
+                if let Ok(m) = Arc::try_unwrap(m) {
+                    let _ = m.win.free();
+                }
+            }
+        }
+    }
+}

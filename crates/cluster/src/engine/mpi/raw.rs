@@ -1,0 +1,801 @@
+//! The MPI calls of the `mpi` engine, each behind a small wrapper over rsmpi's raw bindings
+//! (`mpi::ffi`), so that the engine and the benchmarks above contain no `unsafe` of their own
+//! except where a buffer must outlive a non-blocking request.
+//!
+//! Thread safety: MPI is initialised with the level the program asks for. Unless the library
+//! provides `MPI_THREAD_MULTIPLE`, every call made here holds one process-wide lock, so any
+//! thread may call tiers (MPI sees `MPI_THREAD_SERIALIZED` use). Waits never hold the lock
+//! between two tests, so other threads progress meanwhile.
+
+use crate::error::{Error, Result};
+use crate::timeout::Deadline;
+use mpi::ffi;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::Duration;
+
+pub(crate) use ffi::{MPI_Comm as Comm, MPI_Datatype as Datatype, MPI_Op as MpiOp};
+
+/// The thread level a program asks MPI for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threading {
+    /// One thread of each rank communicates at a time (`MPI_THREAD_FUNNELED` is asked for;
+    /// tiers serialises its own calls, so that thread need not be the main one).
+    Funneled,
+    /// Any worker communicates (`MPI_THREAD_MULTIPLE`).
+    Multiple,
+}
+
+static LOCK: Mutex<()> = Mutex::new(());
+static MULTIPLE: AtomicBool = AtomicBool::new(false);
+static INIT: Once = Once::new();
+static INIT_RESULT: AtomicI32 = AtomicI32::new(0);
+
+/// Holds the process-wide MPI lock (none when MPI provides `MPI_THREAD_MULTIPLE`).
+pub(crate) struct Guard(#[allow(dead_code)] Option<MutexGuard<'static, ()>>);
+
+pub(crate) fn lock() -> Guard {
+    if MULTIPLE.load(Ordering::Relaxed) {
+        Guard(None)
+    } else {
+        Guard(Some(LOCK.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+}
+
+fn check(rc: c_int, what: &str) -> Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::Setup(format!("{what} failed (MPI error {rc})")))
+    }
+}
+
+/// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx, Slurm).
+pub fn launched() -> bool {
+    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+extern "C" fn finalize_at_exit() {
+    let mut fin: c_int = 0;
+    // SAFETY: MPI_Finalized may be called at any time; MPI_Finalize once, after init, from
+    // the main thread (atexit handlers run on the thread that calls exit, normally main).
+    unsafe {
+        ffi::MPI_Finalized(&mut fin);
+        if fin == 0 {
+            ffi::MPI_Finalize();
+        }
+    }
+}
+
+extern "C" {
+    fn atexit(cb: extern "C" fn()) -> c_int;
+}
+
+/// Initialises MPI once per process (later calls return the level provided the first time).
+/// MPI is finalised when the process exits, because a rank that exits without
+/// `MPI_Finalize` makes the launcher report a failed job.
+pub fn init(level: Threading) -> Result<()> {
+    INIT.call_once(|| {
+        let want = match level {
+            // SAFETY: reading constants exported by the MPI shim.
+            Threading::Funneled => unsafe { ffi::RSMPI_THREAD_FUNNELED },
+            // SAFETY: as above.
+            Threading::Multiple => unsafe { ffi::RSMPI_THREAD_MULTIPLE },
+        };
+        let mut provided: c_int = 0;
+        let mut flag: c_int = 0;
+        // SAFETY: argc/argv may be null (MPI-2); provided is a valid out-pointer. We call
+        // MPI_Init_thread only if nobody (the program itself) initialised MPI before.
+        let rc = unsafe {
+            ffi::MPI_Initialized(&mut flag);
+            if flag != 0 {
+                ffi::MPI_Query_thread(&mut provided)
+            } else {
+                let rc = ffi::MPI_Init_thread(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    want,
+                    &mut provided,
+                );
+                if rc == 0 {
+                    atexit(finalize_at_exit);
+                }
+                rc
+            }
+        };
+        // SAFETY: constant read.
+        let multiple = unsafe { ffi::RSMPI_THREAD_MULTIPLE };
+        MULTIPLE.store(provided >= multiple, Ordering::Relaxed);
+        INIT_RESULT.store(rc, Ordering::Relaxed);
+    });
+    check(INIT_RESULT.load(Ordering::Relaxed), "MPI_Init_thread")
+}
+
+/// The thread level MPI provides (`MPI_THREAD_*` as a number).
+pub fn provided() -> i32 {
+    let mut p: c_int = 0;
+    let _g = lock();
+    // SAFETY: valid out-pointer; MPI is initialised by our callers.
+    unsafe { ffi::MPI_Query_thread(&mut p) };
+    p
+}
+
+/// `MPI_COMM_WORLD`.
+pub(crate) fn world() -> Comm {
+    // SAFETY: constant read.
+    unsafe { ffi::RSMPI_COMM_WORLD }
+}
+
+pub(crate) fn dt_u8() -> Datatype {
+    // SAFETY: constant read.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+pub(crate) fn dt_u64() -> Datatype {
+    // SAFETY: constant read.
+    unsafe { ffi::RSMPI_UINT64_T }
+}
+pub(crate) fn dt_f64() -> Datatype {
+    // SAFETY: constant read.
+    unsafe { ffi::RSMPI_DOUBLE }
+}
+pub(crate) fn datatype(ty: crate::DataType) -> Datatype {
+    use crate::DataType as D;
+    // SAFETY: constant reads.
+    unsafe {
+        match ty {
+            D::I32 => ffi::RSMPI_INT32_T,
+            D::U32 => ffi::RSMPI_UINT32_T,
+            D::I64 => ffi::RSMPI_INT64_T,
+            D::U64 => ffi::RSMPI_UINT64_T,
+            D::F32 => ffi::RSMPI_FLOAT,
+            D::F64 => ffi::RSMPI_DOUBLE,
+        }
+    }
+}
+pub(crate) fn op(op: crate::Op) -> MpiOp {
+    // SAFETY: constant reads.
+    unsafe {
+        match op {
+            crate::Op::Min => ffi::RSMPI_MIN,
+            crate::Op::Max => ffi::RSMPI_MAX,
+            crate::Op::Sum => ffi::RSMPI_SUM,
+        }
+    }
+}
+
+/// Rank and size of `comm`.
+pub(crate) fn rank_size(comm: Comm) -> (usize, usize) {
+    let (mut r, mut s): (c_int, c_int) = (0, 0);
+    let _g = lock();
+    // SAFETY: valid communicator and out-pointers.
+    unsafe {
+        ffi::MPI_Comm_rank(comm, &mut r);
+        ffi::MPI_Comm_size(comm, &mut s);
+    }
+    (r as usize, s as usize)
+}
+
+/// `MPI_Comm_dup` (collective).
+pub(crate) fn dup(comm: Comm) -> Result<Comm> {
+    let mut out = world();
+    let _g = lock();
+    // SAFETY: valid communicator; out is a valid out-pointer.
+    check(unsafe { ffi::MPI_Comm_dup(comm, &mut out) }, "MPI_Comm_dup")?;
+    Ok(out)
+}
+
+/// The ranks of `comm` that share memory with this one (`MPI_Comm_split_type` shared).
+pub(crate) fn split_shared(comm: Comm) -> Result<Comm> {
+    let mut out = world();
+    let _g = lock();
+    // SAFETY: constants and valid handles; out is a valid out-pointer.
+    check(
+        unsafe {
+            ffi::MPI_Comm_split_type(
+                comm,
+                ffi::RSMPI_COMM_TYPE_SHARED,
+                0,
+                ffi::RSMPI_INFO_NULL,
+                &mut out,
+            )
+        },
+        "MPI_Comm_split_type",
+    )?;
+    Ok(out)
+}
+
+/// `MPI_Comm_split`; `None` for ranks that pass no colour.
+pub(crate) fn split(comm: Comm, color: Option<i32>, key: i32) -> Result<Option<Comm>> {
+    let mut out = world();
+    let _g = lock();
+    // SAFETY: constant read.
+    let undefined = unsafe { ffi::RSMPI_UNDEFINED };
+    // SAFETY: valid communicator; out is a valid out-pointer.
+    check(
+        unsafe { ffi::MPI_Comm_split(comm, color.unwrap_or(undefined), key, &mut out) },
+        "MPI_Comm_split",
+    )?;
+    Ok(color.map(|_| out))
+}
+
+/// A pending non-blocking operation. Its buffers must stay valid until [`Req::test`] says
+/// done; the constructors are `unsafe` for that reason.
+pub(crate) struct Req(ffi::MPI_Request);
+
+// SAFETY: a request handle may be tested from any thread (calls are serialised by `lock`).
+unsafe impl Send for Req {}
+
+impl Req {
+    /// Tests once; `true` when complete (the request is then freed by MPI).
+    pub(crate) fn test(&mut self) -> Result<bool> {
+        let mut flag: c_int = 0;
+        let _g = lock();
+        // SAFETY: self.0 is an active (or already null) request; status is ignored.
+        check(
+            unsafe { ffi::MPI_Test(&mut self.0, &mut flag, ffi::RSMPI_STATUS_IGNORE) },
+            "MPI_Test",
+        )?;
+        Ok(flag != 0)
+    }
+
+    /// Tests until complete or until `deadline`: spins (with a yield now and then) for the
+    /// first `spin` tests, then sleeps between tests, doubling from 20 µs up to 1 ms, so a long
+    /// wait costs little CPU. `Err(Timeout)` leaves the request pending (resumable).
+    pub(crate) fn wait(&mut self, deadline: Deadline, spin: u32) -> Result<()> {
+        poll(deadline, spin, || self.test())
+    }
+}
+
+/// Polls `done` with the waiting policy of [`Req::wait`].
+pub(crate) fn poll(
+    deadline: Deadline,
+    spin: u32,
+    mut done: impl FnMut() -> Result<bool>,
+) -> Result<()> {
+    let mut i = 0u32;
+    let mut nap = Duration::from_micros(20);
+    loop {
+        if done()? {
+            return Ok(());
+        }
+        if deadline.slice(Duration::from_secs(1)).is_none() {
+            return Err(Error::Timeout);
+        }
+        i = i.saturating_add(1);
+        if i < spin {
+            if i % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Lets MPI progress (one `MPI_Iprobe`): one-sided operations of other ranks that MPI
+/// emulates with messages (TCP) complete at this rank only while it calls into MPI.
+pub(crate) fn progress(comm: Comm) {
+    let mut flag: c_int = 0;
+    let _g = lock();
+    // SAFETY: valid communicator and out-pointers; the status is ignored.
+    unsafe {
+        ffi::MPI_Iprobe(
+            ffi::RSMPI_ANY_SOURCE,
+            ffi::RSMPI_ANY_TAG,
+            comm,
+            &mut flag,
+            ffi::RSMPI_STATUS_IGNORE,
+        )
+    };
+}
+
+/// `MPI_Ibarrier`.
+pub(crate) fn ibarrier(comm: Comm) -> Result<Req> {
+    // SAFETY: constant read.
+    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let _g = lock();
+    // SAFETY: valid communicator; r.0 is a valid out-pointer. No buffers.
+    check(unsafe { ffi::MPI_Ibarrier(comm, &mut r.0) }, "MPI_Ibarrier")?;
+    Ok(r)
+}
+
+/// `MPI_Iallreduce` of `count` elements.
+///
+/// # Safety
+/// `send` and `recv` must hold `count` elements of `dt` and stay valid and unmoved (and
+/// `recv` unread) until the request completes.
+pub(crate) unsafe fn iallreduce(
+    send: *const u8,
+    recv: *mut u8,
+    count: usize,
+    dt: Datatype,
+    op: MpiOp,
+    comm: Comm,
+) -> Result<Req> {
+    // SAFETY: constant read.
+    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let _g = lock();
+    // SAFETY: the caller keeps both buffers valid until completion.
+    check(
+        unsafe {
+            ffi::MPI_Iallreduce(
+                send as *const c_void,
+                recv as *mut c_void,
+                count as c_int,
+                dt,
+                op,
+                comm,
+                &mut r.0,
+            )
+        },
+        "MPI_Iallreduce",
+    )?;
+    Ok(r)
+}
+
+/// `MPI_Iallgather` of one `u64` per rank.
+///
+/// # Safety
+/// `send` and `recv` (one element per rank of `comm`) must stay valid until completion.
+pub(crate) unsafe fn iallgather_u64(send: *const u64, recv: *mut u64, comm: Comm) -> Result<Req> {
+    // SAFETY: constant read.
+    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let dt = dt_u64();
+    let _g = lock();
+    // SAFETY: the caller keeps both buffers valid until completion.
+    check(
+        unsafe {
+            ffi::MPI_Iallgather(
+                send as *const c_void,
+                1,
+                dt,
+                recv as *mut c_void,
+                1,
+                dt,
+                comm,
+                &mut r.0,
+            )
+        },
+        "MPI_Iallgather",
+    )?;
+    Ok(r)
+}
+
+/// Gathers one `u64` from every rank of `comm` (every rank gets all), with a real timeout.
+pub(crate) fn allgather_u64(x: u64, comm: Comm, deadline: Deadline) -> Result<Vec<u64>> {
+    let (_, n) = rank_size(comm);
+    let send = Box::new(x);
+    let mut recv = vec![0u64; n];
+    // SAFETY: both buffers live in this frame until the request completes below; on timeout
+    // we cannot cancel a collective, so we leak them (the request may still write).
+    let mut req = unsafe { iallgather_u64(&*send, recv.as_mut_ptr(), comm)? };
+    match req.wait(deadline, 1 << 14) {
+        Ok(()) => Ok(recv),
+        Err(e) => {
+            std::mem::forget(send);
+            std::mem::forget(recv);
+            std::mem::forget(req);
+            Err(e)
+        }
+    }
+}
+
+/// An MPI-3 window over memory this rank owns, in a passive-target epoch to every rank
+/// (`MPI_Win_lock_all`) from creation to [`Win::free`].
+pub(crate) struct Win(ffi::MPI_Win);
+
+// SAFETY: a window handle may be used from any thread (calls are serialised by `lock`).
+unsafe impl Send for Win {}
+// SAFETY: as above.
+unsafe impl Sync for Win {}
+
+impl Win {
+    /// `MPI_Win_create` over `len` bytes at `base` (displacement unit 1), then
+    /// `MPI_Win_lock_all`. Collective over `comm`.
+    ///
+    /// # Safety
+    /// `base..base+len` must stay valid until [`Win::free`] returns.
+    pub(crate) unsafe fn create(base: *mut u8, len: usize, comm: Comm) -> Result<Win> {
+        // SAFETY: constant read.
+        let mut w = unsafe { ffi::RSMPI_WIN_NULL };
+        let _g = lock();
+        // SAFETY: the caller keeps the memory valid for the window's life.
+        check(
+            unsafe {
+                ffi::MPI_Win_create(
+                    base as *mut c_void,
+                    len as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    comm,
+                    &mut w,
+                )
+            },
+            "MPI_Win_create",
+        )?;
+        // SAFETY: w is the window just created.
+        check(
+            unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, w) },
+            "MPI_Win_lock_all",
+        )?;
+        Ok(Win(w))
+    }
+
+    /// `MPI_Win_allocate` of `len` zero bytes (displacement unit 1), then lock_all. Returns
+    /// the window and its memory (valid until `free`).
+    pub(crate) fn allocate(len: usize, comm: Comm) -> Result<(Win, *mut u8)> {
+        // SAFETY: constant read.
+        let mut w = unsafe { ffi::RSMPI_WIN_NULL };
+        let mut base: *mut u8 = std::ptr::null_mut();
+        let _g = lock();
+        // SAFETY: baseptr receives the address of MPI-owned memory of len bytes.
+        check(
+            unsafe {
+                ffi::MPI_Win_allocate(
+                    len as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    comm,
+                    &mut base as *mut *mut u8 as *mut c_void,
+                    &mut w,
+                )
+            },
+            "MPI_Win_allocate",
+        )?;
+        // SAFETY: base points to len bytes owned by the window.
+        unsafe { std::ptr::write_bytes(base, 0, len) };
+        // SAFETY: w is the window just created.
+        check(
+            unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, w) },
+            "MPI_Win_lock_all",
+        )?;
+        Ok((Win(w), base))
+    }
+
+    /// `MPI_Put` of `len` bytes (blocking only until issued).
+    ///
+    /// # Safety
+    /// `src..src+len` must stay valid until the put is flushed; `disp + len` must lie inside
+    /// the target's window.
+    pub(crate) unsafe fn put(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: usize,
+        disp: usize,
+    ) -> Result<()> {
+        let dt = dt_u8();
+        let _g = lock();
+        // SAFETY: the caller's contract.
+        check(
+            unsafe {
+                ffi::MPI_Put(
+                    src as *const c_void,
+                    len as c_int,
+                    dt,
+                    rank as c_int,
+                    disp as ffi::MPI_Aint,
+                    len as c_int,
+                    dt,
+                    self.0,
+                )
+            },
+            "MPI_Put",
+        )
+    }
+
+    /// `MPI_Rput`: the request completes when `src` may be reused.
+    ///
+    /// # Safety
+    /// As [`Win::put`], until the request completes.
+    pub(crate) unsafe fn rput(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: usize,
+        disp: usize,
+    ) -> Result<Req> {
+        let dt = dt_u8();
+        // SAFETY: constant read.
+        let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+        let _g = lock();
+        // SAFETY: the caller's contract.
+        check(
+            unsafe {
+                ffi::MPI_Rput(
+                    src as *const c_void,
+                    len as c_int,
+                    dt,
+                    rank as c_int,
+                    disp as ffi::MPI_Aint,
+                    len as c_int,
+                    dt,
+                    self.0,
+                    &mut r.0,
+                )
+            },
+            "MPI_Rput",
+        )?;
+        Ok(r)
+    }
+
+    /// `MPI_Rget`: the request completes when the data is in `dst`.
+    ///
+    /// # Safety
+    /// `dst..dst+len` must stay valid (and unread) until the request completes; `disp + len`
+    /// must lie inside the target's window.
+    pub(crate) unsafe fn rget(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        rank: usize,
+        disp: usize,
+    ) -> Result<Req> {
+        let dt = dt_u8();
+        // SAFETY: constant read.
+        let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+        let _g = lock();
+        // SAFETY: the caller's contract.
+        check(
+            unsafe {
+                ffi::MPI_Rget(
+                    dst as *mut c_void,
+                    len as c_int,
+                    dt,
+                    rank as c_int,
+                    disp as ffi::MPI_Aint,
+                    len as c_int,
+                    dt,
+                    self.0,
+                    &mut r.0,
+                )
+            },
+            "MPI_Rget",
+        )?;
+        Ok(r)
+    }
+
+    /// `MPI_Win_flush(rank)`: every operation to `rank` is complete at the target. MPI-3 has
+    /// no non-blocking flush; callers first drive their requests to local completion with
+    /// timeouts, so this waits only for the remote acknowledgement.
+    pub(crate) fn flush(&self, rank: usize) -> Result<()> {
+        let _g = lock();
+        // SAFETY: a valid window in a lock_all epoch.
+        check(
+            unsafe { ffi::MPI_Win_flush(rank as c_int, self.0) },
+            "MPI_Win_flush",
+        )
+    }
+
+    /// `MPI_Win_sync`: makes remote updates to this rank's window memory visible to its loads
+    /// (needed in MPI's separate memory model; cheap in the unified one) and lets MPI progress.
+    pub(crate) fn sync(&self) {
+        let _g = lock();
+        // SAFETY: a valid window in a lock_all epoch.
+        unsafe { ffi::MPI_Win_sync(self.0) };
+    }
+
+    /// `MPI_Fetch_and_op(MPI_SUM)` on a `u64` plus flush: returns the old value.
+    pub(crate) fn fetch_add(&self, rank: usize, disp: usize, v: u64) -> Result<u64> {
+        let mut old = 0u64;
+        let (dt, sum) = (dt_u64(), op(crate::Op::Sum));
+        {
+            let _g = lock();
+            // SAFETY: origin/result are valid u64s in this frame, completed by the flush below
+            // before they go out of scope; the caller checked disp.
+            check(
+                unsafe {
+                    ffi::MPI_Fetch_and_op(
+                        &v as *const u64 as *const c_void,
+                        &mut old as *mut u64 as *mut c_void,
+                        dt,
+                        rank as c_int,
+                        disp as ffi::MPI_Aint,
+                        sum,
+                        self.0,
+                    )
+                },
+                "MPI_Fetch_and_op",
+            )?;
+            // SAFETY: a valid window in a lock_all epoch.
+            check(
+                unsafe { ffi::MPI_Win_flush(rank as c_int, self.0) },
+                "MPI_Win_flush",
+            )?;
+        }
+        Ok(old)
+    }
+
+    /// `MPI_Compare_and_swap` on a `u64` plus flush: returns the old value.
+    pub(crate) fn compare_swap(
+        &self,
+        rank: usize,
+        disp: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        let mut old = 0u64;
+        let dt = dt_u64();
+        let _g = lock();
+        // SAFETY: as in fetch_add.
+        check(
+            unsafe {
+                ffi::MPI_Compare_and_swap(
+                    &new as *const u64 as *const c_void,
+                    &expected as *const u64 as *const c_void,
+                    &mut old as *mut u64 as *mut c_void,
+                    dt,
+                    rank as c_int,
+                    disp as ffi::MPI_Aint,
+                    self.0,
+                )
+            },
+            "MPI_Compare_and_swap",
+        )?;
+        // SAFETY: a valid window in a lock_all epoch.
+        check(
+            unsafe { ffi::MPI_Win_flush(rank as c_int, self.0) },
+            "MPI_Win_flush",
+        )?;
+        Ok(old)
+    }
+
+    /// Ends the epoch and frees the window (collective over the window's communicator).
+    pub(crate) fn free(mut self) -> Result<()> {
+        let _g = lock();
+        // SAFETY: a valid window in a lock_all epoch; freed once (self is consumed).
+        unsafe {
+            check(ffi::MPI_Win_unlock_all(self.0), "MPI_Win_unlock_all")?;
+            check(ffi::MPI_Win_free(&mut self.0), "MPI_Win_free")
+        }
+    }
+}
+
+/// Blocking `MPI_Barrier` (benchmark peer only: the engine never blocks in MPI this way).
+pub(crate) fn barrier_blocking(comm: Comm) {
+    let _g = lock();
+    // SAFETY: a valid communicator.
+    unsafe { ffi::MPI_Barrier(comm) };
+}
+
+/// Blocking `MPI_Allreduce` of `f64`s (benchmark peer and calibration).
+pub(crate) fn allreduce_f64_blocking(x: &[f64], out: &mut [f64], op_: crate::Op, comm: Comm) {
+    assert_eq!(x.len(), out.len());
+    let (dt, o) = (dt_f64(), op(op_));
+    let _g = lock();
+    // SAFETY: both slices hold x.len() doubles and outlive the blocking call.
+    unsafe {
+        ffi::MPI_Allreduce(
+            x.as_ptr() as *const c_void,
+            out.as_mut_ptr() as *mut c_void,
+            x.len() as c_int,
+            dt,
+            o,
+            comm,
+        )
+    };
+}
+
+/// `MPI_Isend` (`sync`: `MPI_Issend`, complete only once matched by the receiver).
+///
+/// # Safety
+/// `buf` must stay valid until the request completes.
+pub(crate) unsafe fn isend(
+    buf: &[u8],
+    dest: usize,
+    tag: i32,
+    comm: Comm,
+    sync: bool,
+) -> Result<Req> {
+    let dt = dt_u8();
+    // SAFETY: constant read.
+    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let _g = lock();
+    let f = if sync {
+        ffi::MPI_Issend
+    } else {
+        ffi::MPI_Isend
+    };
+    // SAFETY: the caller keeps buf valid until completion.
+    check(
+        unsafe {
+            f(
+                buf.as_ptr() as *const c_void,
+                buf.len() as c_int,
+                dt,
+                dest as c_int,
+                tag,
+                comm,
+                &mut r.0,
+            )
+        },
+        "MPI_Isend",
+    )?;
+    Ok(r)
+}
+
+/// A matched incoming message (`MPI_Improbe`), received with [`Matched::recv`].
+pub(crate) struct Matched {
+    msg: ffi::MPI_Message,
+    /// Sender's rank in the communicator.
+    pub(crate) source: usize,
+    /// Length in bytes.
+    pub(crate) len: usize,
+}
+
+// SAFETY: a message handle may be received from any thread (calls serialised by `lock`).
+unsafe impl Send for Matched {}
+
+/// `MPI_Improbe` for `tag` from anyone.
+pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
+    let mut flag: c_int = 0;
+    // SAFETY: constant read.
+    let mut msg = unsafe { ffi::RSMPI_MESSAGE_NULL };
+    // SAFETY: MPI_Status is a plain C struct; zero is a valid initial value.
+    let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+    let dt = dt_u8();
+    let _g = lock();
+    // SAFETY: valid handles and out-pointers.
+    check(
+        unsafe {
+            ffi::MPI_Improbe(
+                ffi::RSMPI_ANY_SOURCE,
+                tag,
+                comm,
+                &mut flag,
+                &mut msg,
+                &mut st,
+            )
+        },
+        "MPI_Improbe",
+    )?;
+    if flag == 0 {
+        return Ok(None);
+    }
+    let mut count: c_int = 0;
+    // SAFETY: st was filled by the successful probe.
+    check(
+        unsafe { ffi::MPI_Get_count(&st, dt, &mut count) },
+        "MPI_Get_count",
+    )?;
+    Ok(Some(Matched {
+        msg,
+        source: st.MPI_SOURCE as usize,
+        len: count as usize,
+    }))
+}
+
+impl Matched {
+    /// Receives the matched message into a fresh buffer (`MPI_Imrecv` driven to completion:
+    /// the message is already here or on its way, so this never waits for the sender to act).
+    pub(crate) fn recv(mut self) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.len];
+        // SAFETY: constant read.
+        let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+        let dt = dt_u8();
+        {
+            let _g = lock();
+            // SAFETY: buf holds len bytes and lives until the request completes below.
+            check(
+                unsafe {
+                    ffi::MPI_Imrecv(
+                        buf.as_mut_ptr() as *mut c_void,
+                        self.len as c_int,
+                        dt,
+                        &mut self.msg,
+                        &mut r.0,
+                    )
+                },
+                "MPI_Imrecv",
+            )?;
+        }
+        r.wait(Deadline::Never, 1 << 10)?;
+        Ok(buf)
+    }
+}

@@ -1,0 +1,183 @@
+//! The `shm` engine: ranks are processes of one host, segments are POSIX shared-memory objects.
+//!
+//! Object names are `/tiers-<job>-ctl` (the control block the launcher creates) and
+//! `/tiers-<job>-s<seg>-r<rank>` (segments), mode 0600; the job id starts with the launcher's
+//! pid, which lets [`sweep_stale`] remove the objects of jobs whose launcher is gone.
+
+use super::ctl::Ctl;
+use super::mem::{wake_job, Backing, MemEngine};
+use crate::error::{Error, Rank, Result};
+use crate::sys::{self, Mapping};
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+const DIR: &str = "/dev/shm";
+
+/// Name of the control block of `job`.
+pub fn ctl_name(job: &str) -> String {
+    format!("/tiers-{job}-ctl")
+}
+
+/// Name of segment `seg` of `rank` in `job`.
+pub fn seg_name(job: &str, seg: u32, rank: Rank) -> String {
+    format!("/tiers-{job}-s{seg}-r{rank}")
+}
+
+/// A fresh job id: this process's pid and a per-process counter mixed with the clock.
+pub fn new_job_id() -> String {
+    use std::sync::atomic::AtomicU32;
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let c = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{}x{:x}{c}", sys::getpid(), t & 0xfffff)
+}
+
+pub(crate) struct ShmBacking {
+    job: String,
+    _map: Arc<Mapping>,
+    ctl: Ctl,
+}
+
+impl Backing for ShmBacking {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+    fn ctl(&self) -> Ctl {
+        self.ctl
+    }
+    fn create_segment(&self, seg: u32, rank: Rank, len: usize) -> io::Result<Arc<Mapping>> {
+        let name = seg_name(&self.job, seg, rank);
+        match Mapping::create(&name, len) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Left over by an earlier incarnation of this rank that crashed.
+                let _ = sys::shm_unlink(&name);
+                Mapping::create(&name, len).map(Arc::new)
+            }
+            r => r.map(Arc::new),
+        }
+    }
+    fn open_segment(&self, seg: u32, rank: Rank) -> io::Result<Arc<Mapping>> {
+        Mapping::open(&seg_name(&self.job, seg, rank)).map(Arc::new)
+    }
+    fn remove_segment(&self, seg: u32, rank: Rank) {
+        let _ = sys::shm_unlink(&seg_name(&self.job, seg, rank));
+    }
+    fn processes(&self) -> bool {
+        true
+    }
+}
+
+/// Joins `job` as `rank` (the control block must exist).
+pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
+    let map = Mapping::open(&ctl_name(job))
+        .map_err(|e| Error::Setup(format!("job {job}: control block: {e}")))?;
+    // SAFETY: the mapping is page-aligned and `map.len()` long; it is kept in the backing.
+    let ctl = unsafe { Ctl::attach(map.ptr(), map.len()) }
+        .ok_or_else(|| Error::Setup(format!("job {job}: not a control block")))?;
+    if rank >= ctl.n() {
+        return Err(Error::NoSuchRank {
+            rank,
+            size: ctl.n(),
+        });
+    }
+    Ok(MemEngine::new(
+        ShmBacking {
+            job: job.to_string(),
+            _map: Arc::new(map),
+            ctl,
+        },
+        rank,
+    ))
+}
+
+/// The launcher's handle on a job's control block: creates it, marks ranks, removes every
+/// object of the job on drop.
+pub struct JobControl {
+    job: String,
+    _map: Mapping,
+    ctl: Ctl,
+}
+
+impl JobControl {
+    /// Creates the control block of an `n`-rank job.
+    pub fn create(job: &str, n: usize) -> io::Result<JobControl> {
+        let map = Mapping::create(&ctl_name(job), Ctl::len(n))?;
+        // SAFETY: a fresh zeroed shared mapping of Ctl::len(n) bytes, kept in self.
+        let ctl = unsafe { Ctl::init(map.ptr(), n, sys::getpid()) };
+        Ok(JobControl {
+            job: job.to_string(),
+            _map: map,
+            ctl,
+        })
+    }
+
+    /// The job id.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// Marks `rank` failed (`true`) or exited, and wakes every sleeper so it re-checks.
+    pub fn mark(&self, rank: Rank, failed: bool) {
+        let code = if failed {
+            super::ctl::ST_FAILED
+        } else {
+            super::ctl::ST_EXITED
+        };
+        self.ctl.rank(rank).state.v.store(code, Ordering::Release);
+        wake_job(&self.ctl);
+    }
+
+    /// The health of `rank`.
+    pub fn health(&self, rank: Rank) -> crate::Health {
+        crate::Health::from_code(self.ctl.rank(rank).state.v.load(Ordering::Acquire))
+    }
+}
+
+impl Drop for JobControl {
+    fn drop(&mut self) {
+        remove_job(&self.job);
+    }
+}
+
+/// Removes every shared-memory object of `job`.
+pub fn remove_job(job: &str) {
+    let prefix = format!("tiers-{job}-");
+    for name in list().into_iter().filter(|n| n.starts_with(&prefix)) {
+        let _ = sys::shm_unlink(&format!("/{name}"));
+    }
+}
+
+/// Names (without the leading `/`) of all tiers objects on this host.
+pub fn list() -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(DIR) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("tiers-"))
+        .collect()
+}
+
+/// The launcher pid encoded in an object name `tiers-<pid>x...-...`.
+fn owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("tiers-")?;
+    let pid = rest.split('x').next()?;
+    pid.parse().ok()
+}
+
+/// Removes the objects of every job whose launcher process no longer exists (left behind by a
+/// `kill -9` of the launcher); returns how many it removed.
+pub fn sweep_stale() -> usize {
+    let mut n = 0;
+    for name in list() {
+        if let Some(pid) = owner(&name) {
+            if !sys::pid_alive(pid) && sys::shm_unlink(&format!("/{name}")).is_ok() {
+                n += 1;
+            }
+        }
+    }
+    n
+}

@@ -1,0 +1,177 @@
+//! Typed errors of the cluster tier.
+//!
+//! Every remote access is checked before it touches memory, so a bad argument is an `Err` that
+//! names the offending values, never undefined behaviour in some other process.
+
+use std::fmt;
+
+/// The index of a rank in the world.
+pub type Rank = usize;
+
+/// What went wrong in a cluster-tier call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// `offset + len` does not fit in the segment `seg` of `rank` (whose size is `size`).
+    OutOfBounds {
+        /// The rank owning the segment.
+        rank: Rank,
+        /// The segment.
+        seg: u32,
+        /// The first byte asked for.
+        offset: usize,
+        /// The number of bytes asked for.
+        len: usize,
+        /// The registered size of the segment.
+        size: usize,
+    },
+    /// The rank is not in the world.
+    NoSuchRank {
+        /// The rank asked for.
+        rank: Rank,
+        /// The size of the world.
+        size: usize,
+    },
+    /// The segment is not registered (at that rank).
+    NoSuchSegment {
+        /// The segment asked for.
+        seg: u32,
+        /// The rank asked about.
+        rank: Rank,
+    },
+    /// The segment id is registered already.
+    SegmentExists {
+        /// The segment.
+        seg: u32,
+    },
+    /// The segment id is beyond the supported range.
+    SegmentIdTooLarge {
+        /// The segment asked for.
+        seg: u32,
+        /// The number of segment ids.
+        max: u32,
+    },
+    /// An atomic needs an offset aligned to `align` bytes.
+    Misaligned {
+        /// The offset given.
+        offset: usize,
+        /// The alignment needed.
+        align: usize,
+    },
+    /// The queue has `depth` requests posted since its last `wait`.
+    QueueFull {
+        /// The queue.
+        queue: usize,
+        /// Its depth.
+        depth: usize,
+    },
+    /// The queue does not exist.
+    NoSuchQueue {
+        /// The queue asked for.
+        queue: usize,
+        /// The number of queues.
+        count: usize,
+    },
+    /// The notification id is beyond the notification area of a segment.
+    NoSuchNotification {
+        /// The id asked for.
+        id: usize,
+        /// The number of notifications per segment.
+        count: usize,
+    },
+    /// A notification value must not be 0 (0 means "not notified").
+    ZeroNotification {
+        /// The notification id.
+        id: usize,
+    },
+    /// A passive message is longer than a mailbox slot.
+    MessageTooLarge {
+        /// The length given.
+        len: usize,
+        /// The largest passive message.
+        max: usize,
+    },
+    /// The receive buffer is shorter than the next message (which stays queued).
+    BufferTooSmall {
+        /// The length of the message.
+        need: usize,
+        /// The length of the buffer.
+        have: usize,
+    },
+    /// Input and output of a collective differ in length.
+    LengthMismatch {
+        /// Input length (elements).
+        input: usize,
+        /// Output length (elements).
+        output: usize,
+    },
+    /// The call did not complete within its timeout; calling it again resumes it.
+    Timeout,
+    /// The rank failed (died, or left the world) and the call needed it.
+    PeerFailed(Rank),
+    /// The launcher environment or an operating-system call failed.
+    Setup(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::OutOfBounds {
+                rank,
+                seg,
+                offset,
+                len,
+                size,
+            } => write!(
+                f,
+                "out of bounds: bytes {offset}..{} of segment {seg} at rank {rank}, whose size is {size}",
+                offset.saturating_add(*len)
+            ),
+            Error::NoSuchRank { rank, size } => {
+                write!(f, "no rank {rank} in a world of {size} ranks")
+            }
+            Error::NoSuchSegment { seg, rank } => {
+                write!(f, "segment {seg} is not registered at rank {rank}")
+            }
+            Error::SegmentExists { seg } => write!(f, "segment {seg} exists already"),
+            Error::SegmentIdTooLarge { seg, max } => {
+                write!(f, "segment id {seg} is too large: ids are 0..{max}")
+            }
+            Error::Misaligned { offset, align } => {
+                write!(f, "offset {offset} is not aligned to {align} bytes")
+            }
+            Error::QueueFull { queue, depth } => write!(
+                f,
+                "queue {queue} is full: {depth} requests posted since its last wait"
+            ),
+            Error::NoSuchQueue { queue, count } => {
+                write!(f, "no queue {queue}: there are {count} queues")
+            }
+            Error::NoSuchNotification { id, count } => {
+                write!(f, "no notification {id}: a segment has {count}")
+            }
+            Error::ZeroNotification { id } => {
+                write!(f, "notification {id}: the value must not be 0")
+            }
+            Error::MessageTooLarge { len, max } => {
+                write!(f, "passive message of {len} bytes is larger than {max}")
+            }
+            Error::BufferTooSmall { need, have } => write!(
+                f,
+                "receive buffer of {have} bytes is too small for a message of {need}"
+            ),
+            Error::LengthMismatch { input, output } => write!(
+                f,
+                "input has {input} elements but output has {output}"
+            ),
+            Error::Timeout => write!(f, "timed out (the call can be resumed)"),
+            Error::PeerFailed(r) => write!(f, "rank {r} has failed"),
+            Error::Setup(s) => write!(f, "setup: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result of a cluster-tier call.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,261 @@
+//! The few operating-system calls of the cluster tier, each behind a small safe wrapper:
+//! process-shared futexes, POSIX shared-memory objects and their mappings, process liveness.
+
+use std::ffi::CString;
+use std::io;
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+/// Sleeps while `word` holds `expected`, at most `timeout`. May return early.
+///
+/// Unlike the node tier's futex this one is *not* `FUTEX_PRIVATE`: the word may live in a
+/// mapping shared with other processes, and the kernel must key the wait on the physical page.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word behind a valid reference; the timespec
+    // outlives the call. Every error (EAGAIN, EINTR, ETIMEDOUT) means "return and re-check".
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+/// Wakes every waiter on `word`, in any process.
+pub fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE uses the address only as a key; the reference keeps it mapped.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+    }
+}
+
+/// A shared mapping of a POSIX shared-memory object (or, for in-process ranks, of anonymous
+/// memory). Unmapped on drop; the object itself is removed with [`shm_unlink`].
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; all concurrent access goes through atomics or through
+// raw-pointer copies whose ordering the callers establish with those atomics.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Zeroed anonymous shared memory of `len` bytes (in-process ranks).
+    pub fn anonymous(len: usize) -> io::Result<Mapping> {
+        Self::map(-1, len, libc::MAP_SHARED | libc::MAP_ANONYMOUS)
+    }
+
+    /// Creates the object `name` (exclusive, mode 0600) with `len` zero bytes and maps it.
+    pub fn create(name: &str, len: usize) -> io::Result<Mapping> {
+        let c = cname(name)?;
+        // SAFETY: a valid NUL-terminated name; the returned descriptor is closed below.
+        let fd = unsafe {
+            libc::shm_open(
+                c.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+                0o600 as libc::mode_t,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a descriptor we own.
+        let r = unsafe { libc::ftruncate(fd, len as libc::off_t) };
+        let res = if r != 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Self::map(fd, len, libc::MAP_SHARED)
+        };
+        // SAFETY: fd is ours; the mapping (if any) keeps the object alive.
+        unsafe { libc::close(fd) };
+        if res.is_err() {
+            let _ = shm_unlink(name);
+        }
+        res
+    }
+
+    /// Opens the existing object `name` and maps all of it.
+    pub fn open(name: &str) -> io::Result<Mapping> {
+        let c = cname(name)?;
+        // SAFETY: a valid NUL-terminated name; the descriptor is closed below.
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDWR, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fstat writes into a zeroed stat of the right type.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is ours and st is a valid out-pointer.
+        let res = if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Self::map(fd, st.st_size as usize, libc::MAP_SHARED)
+        };
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        res
+    }
+
+    fn map(fd: libc::c_int, len: usize, flags: libc::c_int) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
+        }
+        // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// The first byte.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; nothing borrows the mapping any more
+        // (every user holds an Arc to the owner of this Mapping).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+fn cname(name: &str) -> io::Result<CString> {
+    CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
+}
+
+/// Removes the shared-memory object `name` (mappings stay valid until unmapped).
+pub fn shm_unlink(name: &str) -> io::Result<()> {
+    let c = cname(name)?;
+    // SAFETY: a valid NUL-terminated name.
+    if unsafe { libc::shm_unlink(c.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether process `pid` exists (a zombie counts as existing).
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission; nothing is delivered.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// This process's id.
+pub fn getpid() -> u32 {
+    std::process::id()
+}
+
+/// Prepares `cmd` so that the child dies with the launcher (PR_SET_PDEATHSIG) and, if `cpus`
+/// is not empty, runs pinned to those cpus.
+pub fn child_setup(cmd: &mut std::process::Command, cpus: &[usize]) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: CPU_SET writes the bit of c into our local set (it ignores c >= CPU_SETSIZE).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    let pin = !cpus.is_empty();
+    let parent = getpid() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and makes only async-signal-safe system
+    // calls (prctl, getppid, sched_setaffinity, _exit) on data copied before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                // The launcher died before prctl took effect.
+                libc::_exit(137);
+            }
+            if pin {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+            Ok(())
+        });
+    }
+}
+
+static TERM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_term(sig: libc::c_int) {
+    TERM.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Records SIGINT, SIGTERM and SIGHUP instead of dying, so the launcher can clean up.
+pub fn catch_termination() {
+    for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(
+                s,
+                on_term as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
+/// The termination signal received, if any.
+pub fn termination() -> Option<i32> {
+    match TERM.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Sends `sig` to process `pid`.
+pub fn signal(pid: u32, sig: i32) {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return;
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// A short name of signal `sig`.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}

@@ -1,0 +1,64 @@
+//! The suite on the `local` engine (ranks are threads), at 1 to 4 ranks.
+
+mod common;
+
+use tiers_cluster::engine::local;
+use tiers_cluster::{Error, Health, SegId, Timeout};
+
+#[test]
+fn suite_1_to_4_ranks() {
+    for n in 1..=4 {
+        local::run(n, common::suite).unwrap();
+    }
+}
+
+#[test]
+fn random_ops_against_a_model() {
+    for n in 1..=4 {
+        local::run(n, |w| common::random(w, 0x5eed + n as u64)).unwrap();
+    }
+}
+
+#[test]
+fn killed_rank() {
+    for n in 2..=4 {
+        let worlds = local::worlds(n).unwrap();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = worlds
+                .into_iter()
+                .map(|w| {
+                    s.spawn(move || {
+                        // A rank "dies" by panicking: its world is dropped while unwinding.
+                        common::killed(&w, || panic!("rank dies on purpose"))
+                    })
+                })
+                .collect();
+            let res: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
+            assert!(res[n - 1].is_err(), "the victim panicked");
+            for r in res[..n - 1].iter() {
+                assert!(r.is_ok(), "survivors pass");
+            }
+        });
+    }
+}
+
+#[test]
+fn one_rank_world_without_launcher() {
+    // No TIERS_ENGINE in the test environment: one rank.
+    let w = tiers_cluster::init().unwrap();
+    assert_eq!((w.rank(), w.size()), (0, 1));
+    let seg = w.segment(SegId(0), 16).unwrap();
+    w.queue(0)
+        .unwrap()
+        .write_notify(SegId(0), 0, 0, SegId(0), 8, 8, 1, 9)
+        .unwrap();
+    assert_eq!(w.notify_waitsome(SegId(0), 0..4, Timeout::Test), Ok(1));
+    assert_eq!(w.notify_reset(SegId(0), 1), Ok(9));
+    assert_eq!(seg.get::<u64>(1), Ok(0));
+    assert_eq!(w.state(), vec![Health::Healthy]);
+    assert_eq!(w.barrier(Timeout::Test), Ok(()));
+    assert_eq!(
+        w.passive_receive(&mut [0u8; 4], Timeout::Test),
+        Err(Error::Timeout)
+    );
+}
