@@ -184,6 +184,61 @@ fn power_method(
     result
 }
 
+/// One EM iteration at temperature `t` for `k` clusters: updates the memberships `m` (N×K)
+/// from the energies, using `s` and `eps` (N×K, resized here) as work space, and returns the
+/// largest change of any ε_i(k) (infinite when `first`, as there is nothing to compare with).
+#[allow(clippy::too_many_arguments)]
+pub fn em_step(
+    pool: &Pool,
+    delta: &DistMatrix,
+    m: &mut [f64],
+    k: usize,
+    t: f64,
+    s: &mut Vec<f64>,
+    eps: &mut Vec<f64>,
+    first: bool,
+) -> f64 {
+    let n = delta.n;
+    s.resize(n * k, 0.0);
+    delta_times(pool, delta, m, k, s);
+    let c: Vec<f64> = (0..k)
+        .map(|c| (0..n).map(|i| m[i * k + c]).sum::<f64>())
+        .collect();
+    let mut a = vec![0.0; k];
+    for i in 0..n {
+        for cl in 0..k {
+            a[cl] += m[i * k + cl] * s[i * k + cl];
+        }
+    }
+    for cl in 0..k {
+        a[cl] = -0.5 * a[cl] / (c[cl] * c[cl]).max(1e-300);
+    }
+    let mut change = if first { f64::INFINITY } else { 0.0f64 };
+    eps.resize(n * k, 0.0);
+    for i in 0..n {
+        let row = i * k;
+        let mut emin = f64::INFINITY;
+        for cl in 0..k {
+            let e = s[row + cl] / c[cl].max(1e-300) + a[cl];
+            if !first {
+                change = change.max((e - eps[row + cl]).abs());
+            }
+            eps[row + cl] = e;
+            emin = emin.min(e);
+        }
+        let mut z = 0.0;
+        for cl in 0..k {
+            let v = (c[cl] / n as f64) * (-(eps[row + cl] - emin) / t).exp();
+            m[row + cl] = v;
+            z += v;
+        }
+        for cl in 0..k {
+            m[row + cl] /= z;
+        }
+    }
+    change
+}
+
 /// Runs DA-PWC on `delta`, reporting progress through `on_event`.
 pub fn da_pwc(
     pool: &Pool,
@@ -216,44 +271,8 @@ pub fn da_pwc(
         // EM to a fixed point at temperature t.
         let mut em = 0;
         loop {
-            s.resize(n * k, 0.0);
-            delta_times(pool, delta, &m, k, &mut s);
-            let c: Vec<f64> = (0..k)
-                .map(|c| (0..n).map(|i| m[i * k + c]).sum::<f64>())
-                .collect();
-            let mut a = vec![0.0; k];
-            for i in 0..n {
-                for cl in 0..k {
-                    a[cl] += m[i * k + cl] * s[i * k + cl];
-                }
-            }
-            for cl in 0..k {
-                a[cl] = -0.5 * a[cl] / (c[cl] * c[cl]).max(1e-300);
-            }
-            let mut change = 0.0f64;
             let first = eps.len() != n * k || em == 0;
-            eps.resize(n * k, 0.0);
-            for i in 0..n {
-                let row = i * k;
-                let mut emin = f64::INFINITY;
-                for cl in 0..k {
-                    let e = s[row + cl] / c[cl].max(1e-300) + a[cl];
-                    if !first {
-                        change = change.max((e - eps[row + cl]).abs());
-                    }
-                    eps[row + cl] = e;
-                    emin = emin.min(e);
-                }
-                let mut z = 0.0;
-                for cl in 0..k {
-                    let v = (c[cl] / n as f64) * (-(eps[row + cl] - emin) / t).exp();
-                    m[row + cl] = v;
-                    z += v;
-                }
-                for cl in 0..k {
-                    m[row + cl] /= z;
-                }
-            }
+            let change = em_step(pool, delta, &mut m, k, t, &mut s, &mut eps, first);
             em += 1;
             if (!first && change < tol) || em >= opts.em_limit || k == 1 {
                 break;

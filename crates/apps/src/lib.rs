@@ -6,6 +6,7 @@
 //! the unit of work for a thread today and can become the unit owned by a rank later.
 
 pub mod alu;
+pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod compare;

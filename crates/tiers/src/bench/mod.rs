@@ -87,7 +87,7 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     if args.name == "list" {
-        for (n, what) in NODE {
+        for (n, what) in NODE.iter().chain(tiers_apps::bench::APPS) {
             println!("{n:<12} {what}");
         }
         return Ok(());
@@ -95,8 +95,11 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.name == "queue" && !explicit {
         opts.threads = Vec::new(); // its own default: 1-4 producers
     }
-    let report = match node_bench(&args.name, &opts) {
-        Some(r) => r,
+    let report = match node_bench(&args.name, &opts)
+        .map(Ok)
+        .or_else(|| tiers_apps::bench::run(&args.name, &opts, &args.rest))
+    {
+        Some(r) => r?,
         None => {
             return Err(format!(
                 "unknown benchmark {:?}; `tiers bench list` names them",

@@ -1,0 +1,541 @@
+//! Benchmarks of the applications, run by `tiers bench NAME`: `mds`, `cluster`, `distances`,
+//! `render` and `scaling`. Each measures the kernel that dominates the application (a SMACOF
+//! iteration, an EM iteration, a distance matrix, an image) at every thread count and reports the
+//! parallel efficiency ε = p_ref·T(p_ref)/(p·T(p)) beside the time.
+//!
+//! Options after `--`: `--sizes N,N`, `--k K` (clusters), `--metric M`, `--iters I` (for the
+//! scikit-learn comparison), `--out RUNS.json` (scaling), `--app APP` (scaling).
+
+use crate::alu::{generate, AluSpec};
+use crate::cluster::em_step;
+use crate::distance::{pairwise, Metric};
+use crate::matrix::{to_npy, DistMatrix};
+use crate::mds::{guttman_step, random_start, smacof, MdsOptions};
+use crate::model::{self, Run};
+use crate::render::{render, RenderSpec, TileSchedule};
+use crate::rng::Rng;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tiers_bench::{compare, progress, Candidate, Opts, Report};
+use tiers_node::Pool;
+
+type BenchResult = Result<Report, Box<dyn std::error::Error>>;
+
+/// The application benchmarks: name, what it measures.
+pub const APPS: &[(&str, &str)] = &[
+    (
+        "mds",
+        "s per SMACOF iteration (N = 2000, 4499; 3-D) and efficiency; vs scikit-learn's smacof",
+    ),
+    (
+        "cluster",
+        "s per DA-PWC EM iteration (N = 2000, K = 10) and efficiency",
+    ),
+    (
+        "distances",
+        "pairs/s for hamming, kmer and swg distances and efficiency",
+    ),
+    (
+        "render",
+        "s per 1024x768 Mandelbrot image, static vs dynamic tiles, and efficiency",
+    ),
+    (
+        "scaling",
+        "an app over thread counts and sizes, written as runs for `tiers model`",
+    ),
+];
+
+/// Runs the application benchmark `name`, or `None` when `name` is not one.
+pub fn run(name: &str, opts: &Opts, rest: &[String]) -> Option<BenchResult> {
+    let args = Rest::parse(rest);
+    Some(match name {
+        "mds" => mds(opts, &args),
+        "cluster" => cluster(opts, &args),
+        "distances" => distances(opts, &args),
+        "render" => render_bench(opts, &args),
+        "scaling" => scaling(opts, &args),
+        _ => return None,
+    })
+}
+
+struct Rest(Vec<(String, String)>);
+
+impl Rest {
+    fn parse(rest: &[String]) -> Rest {
+        let mut v = Vec::new();
+        let mut it = rest.iter().peekable();
+        while let Some(a) = it.next() {
+            if let Some(k) = a.strip_prefix("--") {
+                if let Some((k, val)) = k.split_once('=') {
+                    v.push((k.to_string(), val.to_string()));
+                } else {
+                    let val = it
+                        .next_if(|n| !n.starts_with("--"))
+                        .cloned()
+                        .unwrap_or_default();
+                    v.push((k.to_string(), val));
+                }
+            } else {
+                v.push(("app".to_string(), a.clone())); // a bare word names the app (scaling)
+            }
+        }
+        Rest(v)
+    }
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+    }
+    fn sizes(&self, default: &[usize]) -> Result<Vec<usize>, String> {
+        match self.get("sizes") {
+            None => Ok(default.to_vec()),
+            Some(s) => s
+                .split(',')
+                .map(|x| {
+                    x.trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("bad --sizes {s:?}"))
+                })
+                .collect(),
+        }
+    }
+    fn usize(&self, k: &str, default: usize) -> Result<usize, String> {
+        self.get(k).map_or(Ok(default), |v| {
+            v.parse().map_err(|_| format!("bad --{k} {v:?}"))
+        })
+    }
+}
+
+/// Points in a 10-D Gaussian mixture, their Euclidean distance matrix: a stand-in for sequence
+/// distances that is quick to make at any N.
+pub fn mixture_matrix(n: usize, seed: u64) -> DistMatrix {
+    let mut rng = Rng::new(seed);
+    let d = 10;
+    let centers: Vec<f64> = (0..8 * d).map(|_| 3.0 * rng.normal()).collect();
+    let pts: Vec<f64> = (0..n)
+        .flat_map(|i| (0..d).map(move |k| (i, k)))
+        .map(|(i, k)| centers[(i % 8) * d + k] + rng.normal())
+        .collect();
+    DistMatrix::euclidean(&pts, d)
+}
+
+fn efficiency(report: &mut Report, imp: &str, times: &[(usize, f64)]) {
+    if let Some(&(p0, t0)) = times.first() {
+        for &(p, t) in times {
+            let eff = p0 as f64 * t0 / (p as f64 * t);
+            if let Some(row) = report.rows.iter_mut().rev().find(|r| {
+                r.imp == imp
+                    && r.params
+                        .iter()
+                        .any(|(k, v)| k == "threads" && v == &json!(p))
+            }) {
+                row.extra
+                    .push(("efficiency".into(), json!((eff * 1000.0).round() / 1000.0)));
+            }
+        }
+    }
+}
+
+fn pools(opts: &Opts) -> Result<Vec<(usize, Pool)>, Box<dyn std::error::Error>> {
+    opts.threads
+        .iter()
+        .map(|&t| Ok((t, Pool::builder().threads(t).build()?)))
+        .collect()
+}
+
+fn mds(opts: &Opts, a: &Rest) -> BenchResult {
+    let mut report = Report::new("mds", "s/iteration", true);
+    let sizes = a.sizes(&[2000, 4499])?;
+    let iters = a.usize("iters", 20)?;
+    let pools = pools(opts)?;
+    for &n in &sizes {
+        progress(opts, format!("mds: building a {n}x{n} matrix"));
+        let d = mixture_matrix(n, 7);
+        let start = random_start(n, 3, 1);
+        let mut times = Vec::new();
+        for (t, pool) in &pools {
+            progress(opts, format!("mds: N = {n}, {t} threads"));
+            let mut x = start.clone();
+            let mut next = vec![0.0; n * 3];
+            let mut rs = vec![0.0; n];
+            let r = compare(
+                opts.min_time,
+                &mut [Candidate::new("tiers", |k| {
+                    let t0 = Instant::now();
+                    for _ in 0..k {
+                        guttman_step(pool, &d, &x, &mut next, 3, 64, &mut rs);
+                        std::mem::swap(&mut x, &mut next);
+                    }
+                    t0.elapsed()
+                })],
+            );
+            report.push(
+                "tiers",
+                &[("threads", json!(t)), ("size", json!(n))],
+                r[0].0,
+            );
+            times.push((*t, r[0].0));
+        }
+        efficiency(&mut report, "tiers", &times);
+        // scikit-learn on the same matrix and start, for `iters` iterations.
+        let dir = std::env::temp_dir().join(format!("tiers-bench-mds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let (mp, sp) = (dir.join("d.npy"), dir.join("x0.npy"));
+        std::fs::write(&mp, to_npy(&d))?;
+        std::fs::write(&sp, points_npy(&start, 3))?;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/smacof_sklearn.py");
+        progress(
+            opts,
+            format!("mds: scikit-learn, N = {n}, {iters} iterations"),
+        );
+        let out = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&mp)
+            .arg(&sp)
+            .arg(iters.to_string())
+            .output();
+        let _ = std::fs::remove_dir_all(&dir);
+        let one = &pools.iter().find(|(t, _)| *t == 1).unwrap_or(&pools[0]).1;
+        let mine = smacof(
+            one,
+            &d,
+            Some(start.clone()),
+            &MdsOptions {
+                threshold: 0.0,
+                max_iter: iters,
+                ..Default::default()
+            },
+            |_, _| {},
+        );
+        match out {
+            Ok(o) if o.status.success() => {
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+                let spi = v["seconds_per_iteration"].as_f64().unwrap_or(f64::NAN);
+                let sk_stress = v["stress"].as_f64().unwrap_or(f64::NAN);
+                // sklearn reports the stress of the configuration entering its last iteration.
+                let ours = mine.stress[iters.saturating_sub(1).min(mine.stress.len() - 1)].raw;
+                let row = report.push(
+                    "scikit-learn",
+                    &[("threads", json!(1)), ("size", json!(n))],
+                    spi,
+                );
+                row.extra.push(("stress".into(), json!(sk_stress)));
+                report.note(format!(
+                    "N = {n}: after {iters} iterations from the same start, stress tiers {ours:.6e} vs scikit-learn {sk_stress:.6e} (relative difference {:.2e}); scikit-learn {} s/iteration is {:.1}x tiers at 1 thread",
+                    (ours - sk_stress).abs() / sk_stress.abs().max(1e-300),
+                    tiers_bench::fmt_num(spi),
+                    spi / times.iter().find(|(t, _)| *t == 1).map_or(f64::NAN, |x| x.1)
+                ));
+            }
+            Ok(o) => report.note(format!(
+                "scikit-learn skipped: {}",
+                String::from_utf8_lossy(&o.stdout).trim()
+            )),
+            Err(e) => report.note(format!("scikit-learn skipped: python3 not runnable: {e}")),
+        }
+    }
+    Ok(report)
+}
+
+/// N×d f64 points as `.npy`.
+fn points_npy(p: &[f64], d: usize) -> Vec<u8> {
+    let n = p.len() / d;
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n}, {d}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    p.iter()
+        .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    out
+}
+
+fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
+    let mut report = Report::new("cluster", "s/EM iteration", true);
+    let sizes = a.sizes(&[2000])?;
+    let k = a.usize("k", 10)?;
+    let pools = pools(opts)?;
+    for &n in &sizes {
+        let d = mixture_matrix(n, 3);
+        let mut rng = Rng::new(9);
+        let m0: Vec<f64> = (0..n)
+            .flat_map(|_| {
+                let row: Vec<f64> = (0..k).map(|_| rng.f64() + 0.1).collect();
+                let z: f64 = row.iter().sum();
+                row.into_iter().map(move |v| v / z)
+            })
+            .collect();
+        let mut times = Vec::new();
+        for (t, pool) in &pools {
+            progress(opts, format!("cluster: N = {n}, K = {k}, {t} threads"));
+            let mut m = m0.clone();
+            let (mut s, mut eps) = (Vec::new(), Vec::new());
+            let r = compare(
+                opts.min_time,
+                &mut [Candidate::new("tiers", |iters| {
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        em_step(pool, &d, &mut m, k, 5.0, &mut s, &mut eps, false);
+                    }
+                    t0.elapsed()
+                })],
+            );
+            report.push(
+                "tiers",
+                &[("threads", json!(t)), ("size", json!(n)), ("k", json!(k))],
+                r[0].0,
+            );
+            times.push((*t, r[0].0));
+        }
+        efficiency(&mut report, "tiers", &times);
+    }
+    Ok(report)
+}
+
+fn distances(opts: &Opts, a: &Rest) -> BenchResult {
+    let mut report = Report::new("distances", "pairs/s", false);
+    let pools = pools(opts)?;
+    let metrics: Vec<Metric> = match a.get("metric") {
+        Some(m) => vec![Metric::parse(m)?],
+        None => vec![Metric::Hamming, Metric::Kmer(5), Metric::Swg],
+    };
+    for metric in metrics {
+        let n = match metric {
+            Metric::Swg => a.usize("sizes", 200)?,
+            _ => a.usize("sizes", 2000)?,
+        };
+        let seqs = generate(&AluSpec {
+            n,
+            indel: 0.0,
+            ..Default::default()
+        });
+        // Hamming needs equal lengths: cut every sequence to the shortest.
+        let len = seqs.iter().map(|s| s.record.seq.len()).min().unwrap_or(0);
+        let s: Vec<&[u8]> = seqs
+            .iter()
+            .map(|x| {
+                if metric == Metric::Hamming {
+                    &x.record.seq[..len]
+                } else {
+                    x.record.seq.as_slice()
+                }
+            })
+            .collect();
+        let pairs = (n * (n - 1) / 2) as f64;
+        let mut times = Vec::new();
+        for (t, pool) in &pools {
+            progress(
+                opts,
+                format!("distances: {} N = {n}, {t} threads", metric.name()),
+            );
+            let r = compare(
+                opts.min_time,
+                &mut [Candidate::new("tiers", |iters| {
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        std::hint::black_box(pairwise(pool, &s, metric).expect("distances"));
+                    }
+                    t0.elapsed()
+                })],
+            );
+            report.push(
+                &format!("tiers-{}", metric.name()),
+                &[("threads", json!(t)), ("size", json!(n))],
+                pairs / r[0].0,
+            );
+            times.push((*t, r[0].0));
+        }
+        efficiency(&mut report, &format!("tiers-{}", metric.name()), &times);
+    }
+    Ok(report)
+}
+
+fn render_bench(opts: &Opts, a: &Rest) -> BenchResult {
+    let mut report = Report::new("render", "s/image", true);
+    let pools = pools(opts)?;
+    let spec = RenderSpec {
+        tile: a.usize("tile", 32)?,
+        max_iter: a.usize("max-iter", 1000)? as u32,
+        ..Default::default()
+    };
+    let mut sums = Vec::new();
+    for sched in [TileSchedule::Static, TileSchedule::Dynamic] {
+        let imp = format!(
+            "tiers-{}",
+            if sched == TileSchedule::Static {
+                "static"
+            } else {
+                "dynamic"
+            }
+        );
+        let mut times = Vec::new();
+        for (t, pool) in &pools {
+            progress(opts, format!("render: {imp}, {t} threads"));
+            let mut sum = 0;
+            let r = compare(
+                opts.min_time,
+                &mut [Candidate::new(imp.clone(), |iters| {
+                    let mut d = Duration::ZERO;
+                    for _ in 0..iters {
+                        let img = render(pool, &spec, sched);
+                        sum = img.checksum();
+                        d += Duration::from_secs_f64(img.seconds);
+                    }
+                    d
+                })],
+            );
+            sums.push(sum);
+            report.push(
+                &imp,
+                &[("threads", json!(t)), ("tile", json!(spec.tile))],
+                r[0].0,
+            );
+            times.push((*t, r[0].0));
+        }
+        // Efficiency against the 1-thread run of either schedule (they are the same work).
+        efficiency(&mut report, &imp, &times);
+    }
+    sums.dedup();
+    report.note(format!(
+        "image checksums over all runs: {:?} ({})",
+        sums.iter().map(|s| format!("{s:016x}")).collect::<Vec<_>>(),
+        if sums.len() == 1 {
+            "identical"
+        } else {
+            "DIFFERENT"
+        }
+    ));
+    Ok(report)
+}
+
+fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
+    let app = a.get("app").unwrap_or("mds").to_string();
+    let out = a.get("out").unwrap_or("/tmp/tiers-runs.json").to_string();
+    let pools = pools(opts)?;
+    let mut report = Report::new(&format!("scaling-{app}"), "s", true);
+    let sizes = a.sizes(match app.as_str() {
+        "mds" | "cluster" => &[1000, 2000, 3000],
+        "render" => &[256, 512, 1024],
+        _ => &[200, 400],
+    })?;
+    let mut runs = Vec::new();
+    for &n in &sizes {
+        for (t, pool) in &pools {
+            progress(opts, format!("scaling {app}: N = {n}, {t} threads"));
+            let secs = match app.as_str() {
+                "mds" => {
+                    let d = mixture_matrix(n, 7);
+                    let start = random_start(n, 3, 1);
+                    let mut x = start.clone();
+                    let mut next = vec![0.0; n * 3];
+                    let mut rs = vec![0.0; n];
+                    time_it(opts.min_time, "mds", |k| {
+                        let t0 = Instant::now();
+                        for _ in 0..k {
+                            guttman_step(pool, &d, &x, &mut next, 3, 64, &mut rs);
+                            std::mem::swap(&mut x, &mut next);
+                        }
+                        t0.elapsed()
+                    })
+                }
+                "cluster" => {
+                    let d = mixture_matrix(n, 3);
+                    let k = 10;
+                    let mut m: Vec<f64> =
+                        (0..n * k).map(|i| ((i * 7919) % 13) as f64 + 1.0).collect();
+                    let (mut s, mut eps) = (Vec::new(), Vec::new());
+                    time_it(opts.min_time, "cluster", |iters| {
+                        let t0 = Instant::now();
+                        for _ in 0..iters {
+                            em_step(pool, &d, &mut m, k, 5.0, &mut s, &mut eps, false);
+                        }
+                        t0.elapsed()
+                    })
+                }
+                "render" => {
+                    let spec = RenderSpec {
+                        width: n,
+                        height: n * 3 / 4,
+                        ..Default::default()
+                    };
+                    time_it(opts.min_time, "render", |iters| {
+                        (0..iters)
+                            .map(|_| {
+                                Duration::from_secs_f64(
+                                    render(pool, &spec, TileSchedule::Dynamic).seconds,
+                                )
+                            })
+                            .sum()
+                    })
+                }
+                "distances" => {
+                    let seqs = generate(&AluSpec {
+                        n,
+                        ..Default::default()
+                    });
+                    let s: Vec<&[u8]> = seqs.iter().map(|x| x.record.seq.as_slice()).collect();
+                    time_it(opts.min_time, "distances", |iters| {
+                        let t0 = Instant::now();
+                        for _ in 0..iters {
+                            std::hint::black_box(
+                                pairwise(pool, &s, Metric::Kmer(5)).expect("distances"),
+                            );
+                        }
+                        t0.elapsed()
+                    })
+                }
+                other => {
+                    return Err(format!(
+                        "scaling: unknown app {other:?}: use mds, cluster, render or distances"
+                    )
+                    .into())
+                }
+            };
+            report.push(&app, &[("threads", json!(t)), ("size", json!(n))], secs);
+            runs.push(Run {
+                app: app.clone(),
+                threads: *t,
+                nodes: 1,
+                size: n,
+                seconds: secs,
+            });
+        }
+    }
+    for p in model::analyse(&runs) {
+        if let Some(row) = report.rows.iter_mut().find(|r| {
+            r.params
+                .iter()
+                .any(|(k, v)| k == "threads" && v == &json!(p.run.threads))
+                && r.params
+                    .iter()
+                    .any(|(k, v)| k == "size" && v == &json!(p.run.size))
+        }) {
+            row.extra.push((
+                "efficiency".into(),
+                json!((p.efficiency * 1000.0).round() / 1000.0),
+            ));
+            row.extra.push((
+                "overhead".into(),
+                json!((p.overhead * 10000.0).round() / 10000.0),
+            ));
+        }
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(&model::Runs { runs })?)
+        .map_err(|e| format!("{out}: {e}"))?;
+    report.note(format!(
+        "runs written to {out}; analyse them with `tiers model {out}`"
+    ));
+    Ok(report)
+}
+
+/// Median seconds per iteration of `f(iters)` (which returns the time of `iters` iterations).
+fn time_it(min_time: f64, name: &str, f: impl FnMut(u64) -> Duration) -> f64 {
+    let mut c = [Candidate::new(name, f)];
+    let r = compare(min_time, &mut c);
+    r[0].0
+}
