@@ -386,7 +386,18 @@ pub fn parse_labels(text: &str, file: &str) -> Result<Vec<usize>, String> {
         let c: usize = t[1].parse().map_err(|_| bad())?;
         pairs.push((i, c));
     }
+    // SPIDAL's parallel writers can repeat lines (the fungi reference lists indices 600..2399
+    // twice); a repeat with the same cluster is harmless, a conflicting one is an error.
     pairs.sort_unstable();
+    pairs.dedup();
+    for w in pairs.windows(2) {
+        if w[0].0 == w[1].0 {
+            return Err(format!(
+                "{file}: index {} is given clusters {} and {}",
+                w[0].0, w[0].1, w[1].1
+            ));
+        }
+    }
     for (pos, (i, _)) in pairs.iter().enumerate() {
         if *i != pos {
             return Err(format!(
