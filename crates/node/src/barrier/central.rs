@@ -1,7 +1,7 @@
 //! The central, sense-reversing barrier: one shared arrival counter; the last thread to arrive
 //! resets it and publishes the new episode ("sense") that everyone else waits for.
 
-use super::{bad_index, no_parties, Barrier};
+use super::{bad_index, effective_policy, no_parties, Barrier};
 use crate::padded::CachePadded;
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::wait::{reached, Signal, WaitPolicy};
@@ -29,7 +29,7 @@ impl CentralBarrier {
         }
         CentralBarrier {
             parties,
-            policy,
+            policy: effective_policy(policy, parties),
             name,
             count: CachePadded::new(AtomicUsize::new(0)),
             release: CachePadded::new(Signal::new(0)),

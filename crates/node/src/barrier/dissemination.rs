@@ -2,7 +2,7 @@
 //! (i + 2ᵏ) mod n and waits for the signal of thread (i − 2ᵏ) mod n. After ⌈log₂ n⌉ rounds
 //! every thread has heard, transitively, from every other.
 
-use super::{bad_index, no_parties, Barrier};
+use super::{bad_index, effective_policy, no_parties, Barrier};
 use crate::padded::CachePadded;
 use crate::sync::{AtomicU32, Ordering};
 use crate::wait::{reached, Signal, WaitPolicy};
@@ -58,7 +58,7 @@ impl DisseminationBarrier {
         DisseminationBarrier {
             parties,
             rounds,
-            policy,
+            policy: effective_policy(policy, parties),
             name,
             slots,
         }

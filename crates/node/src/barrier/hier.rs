@@ -3,7 +3,7 @@
 //! leaders, then each leader releases its domain. Only the leaders' flags cross domains, so the
 //! traffic between sockets is one line per domain per round instead of one per thread.
 
-use super::{bad_index, no_parties, Barrier};
+use super::{bad_index, effective_policy, no_parties, Barrier};
 use crate::padded::CachePadded;
 use crate::placement::Placement;
 use crate::sync::{AtomicU32, Ordering};
@@ -70,6 +70,7 @@ impl HierBarrier {
         for (g, members) in groups.iter().enumerate() {
             leader_index[members[0]] = g;
         }
+        let policy = effective_policy(policy, parties);
         HierBarrier {
             parties,
             policy,
