@@ -168,7 +168,11 @@ unsafe impl Sync for MpiSeg {}
 enum Slot {
     Empty,
     /// Sizes are being gathered (resumable after a timeout).
-    Gathering(Req, Box<u64>, Vec<u64>),
+    Gathering {
+        req: Req,
+        _send: Box<u64>,
+        sizes: Vec<u64>,
+    },
     Ready(Arc<MpiSeg>),
 }
 
@@ -190,7 +194,11 @@ enum BarrierPhase {
 enum ReducePhase {
     Idle,
     /// The leaders' allreduce over `send` into `recv` is in flight.
-    Leaders(Req, Vec<u8>, Vec<u8>),
+    Leaders {
+        req: Req,
+        _send: Vec<u8>,
+        recv: Vec<u8>,
+    },
     /// Host-local broadcast of `recv` (leader) or of identities.
     Release(Vec<u8>),
 }
@@ -550,7 +558,7 @@ impl Engine for MpiEngine {
             let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
             match s[seg as usize] {
                 Slot::Ready(_) => return Err(Error::SegmentExists { seg }),
-                Slot::Gathering(..) => true,
+                Slot::Gathering { .. } => true,
                 Slot::Empty => false,
             }
         };
@@ -567,13 +575,17 @@ impl Engine for MpiEngine {
             // SAFETY: both buffers move into the slot (heap memory, never moved or freed
             // before the request completes: the slot is only replaced after completion).
             let req = unsafe { raw::iallgather_u64(&*send, recv.as_mut_ptr(), self.comm)? };
-            s[seg as usize] = Slot::Gathering(req, send, recv);
+            s[seg as usize] = Slot::Gathering {
+                req,
+                _send: send,
+                sizes: recv,
+            };
         }
-        let Slot::Gathering(req, _, _) = &mut s[seg as usize] else {
+        let Slot::Gathering { req, .. } = &mut s[seg as usize] else {
             return Err(Error::SegmentExists { seg });
         };
         req.wait(timeout.deadline(), self.spin)?;
-        let Slot::Gathering(_, _, sizes) = std::mem::replace(&mut s[seg as usize], Slot::Empty)
+        let Slot::Gathering { sizes, .. } = std::mem::replace(&mut s[seg as usize], Slot::Empty)
         else {
             unreachable!("matched above")
         };
@@ -852,13 +864,17 @@ impl Engine for MpiEngine {
                                 l,
                             )?
                         };
-                        ReducePhase::Leaders(req, send, recv)
+                        ReducePhase::Leaders {
+                            req,
+                            _send: send,
+                            recv,
+                        }
                     } else {
                         let id = identity(ty, op);
                         ReducePhase::Release(id.iter().cycle().take(input.len()).copied().collect())
                     };
                 }
-                ReducePhase::Leaders(req, _, recv) => {
+                ReducePhase::Leaders { req, recv, .. } => {
                     req.wait(deadline, self.spin)?;
                     let r = std::mem::take(recv);
                     c.reduce = ReducePhase::Release(r);
@@ -930,7 +946,7 @@ impl Engine for MpiEngine {
                         p.0 = Some((src, m.recv()?));
                     }
                 }
-                if let Some((src, msg)) = &p.0 {
+                if let Some((_, msg)) = &p.0 {
                     if msg.len() > buf.len() {
                         return Err(Error::BufferTooSmall {
                             need: msg.len(),

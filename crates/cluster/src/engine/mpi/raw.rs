@@ -15,7 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 
-pub(crate) use ffi::{MPI_Comm as Comm, MPI_Datatype as Datatype, MPI_Op as MpiOp};
+pub(crate) use ffi::{MPI_Datatype as Datatype, MPI_Op as MpiOp};
+
+/// A communicator handle.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Comm(ffi::MPI_Comm);
+
+// SAFETY: a communicator handle is an opaque reference MPI lets any thread use (our calls are
+// serialised by `lock` unless MPI is fully thread-safe).
+unsafe impl Send for Comm {}
+// SAFETY: as above.
+unsafe impl Sync for Comm {}
 
 /// The thread level a program asks MPI for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +136,7 @@ pub fn provided() -> i32 {
 /// `MPI_COMM_WORLD`.
 pub(crate) fn world() -> Comm {
     // SAFETY: constant read.
-    unsafe { ffi::RSMPI_COMM_WORLD }
+    Comm(unsafe { ffi::RSMPI_COMM_WORLD })
 }
 
 pub(crate) fn dt_u8() -> Datatype {
@@ -172,8 +182,8 @@ pub(crate) fn rank_size(comm: Comm) -> (usize, usize) {
     let _g = lock();
     // SAFETY: valid communicator and out-pointers.
     unsafe {
-        ffi::MPI_Comm_rank(comm, &mut r);
-        ffi::MPI_Comm_size(comm, &mut s);
+        ffi::MPI_Comm_rank(comm.0, &mut r);
+        ffi::MPI_Comm_size(comm.0, &mut s);
     }
     (r as usize, s as usize)
 }
@@ -183,7 +193,10 @@ pub(crate) fn dup(comm: Comm) -> Result<Comm> {
     let mut out = world();
     let _g = lock();
     // SAFETY: valid communicator; out is a valid out-pointer.
-    check(unsafe { ffi::MPI_Comm_dup(comm, &mut out) }, "MPI_Comm_dup")?;
+    check(
+        unsafe { ffi::MPI_Comm_dup(comm.0, &mut out.0) },
+        "MPI_Comm_dup",
+    )?;
     Ok(out)
 }
 
@@ -195,11 +208,11 @@ pub(crate) fn split_shared(comm: Comm) -> Result<Comm> {
     check(
         unsafe {
             ffi::MPI_Comm_split_type(
-                comm,
+                comm.0,
                 ffi::RSMPI_COMM_TYPE_SHARED,
                 0,
                 ffi::RSMPI_INFO_NULL,
-                &mut out,
+                &mut out.0,
             )
         },
         "MPI_Comm_split_type",
@@ -215,7 +228,7 @@ pub(crate) fn split(comm: Comm, color: Option<i32>, key: i32) -> Result<Option<C
     let undefined = unsafe { ffi::RSMPI_UNDEFINED };
     // SAFETY: valid communicator; out is a valid out-pointer.
     check(
-        unsafe { ffi::MPI_Comm_split(comm, color.unwrap_or(undefined), key, &mut out) },
+        unsafe { ffi::MPI_Comm_split(comm.0, color.unwrap_or(undefined), key, &mut out.0) },
         "MPI_Comm_split",
     )?;
     Ok(color.map(|_| out))
@@ -227,6 +240,8 @@ pub(crate) struct Req(ffi::MPI_Request);
 
 // SAFETY: a request handle may be tested from any thread (calls are serialised by `lock`).
 unsafe impl Send for Req {}
+// SAFETY: a shared &Req allows nothing (testing takes &mut).
+unsafe impl Sync for Req {}
 
 impl Req {
     /// Tests once; `true` when complete (the request is then freed by MPI).
@@ -288,7 +303,7 @@ pub(crate) fn progress(comm: Comm) {
         ffi::MPI_Iprobe(
             ffi::RSMPI_ANY_SOURCE,
             ffi::RSMPI_ANY_TAG,
-            comm,
+            comm.0,
             &mut flag,
             ffi::RSMPI_STATUS_IGNORE,
         )
@@ -301,7 +316,10 @@ pub(crate) fn ibarrier(comm: Comm) -> Result<Req> {
     let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
     let _g = lock();
     // SAFETY: valid communicator; r.0 is a valid out-pointer. No buffers.
-    check(unsafe { ffi::MPI_Ibarrier(comm, &mut r.0) }, "MPI_Ibarrier")?;
+    check(
+        unsafe { ffi::MPI_Ibarrier(comm.0, &mut r.0) },
+        "MPI_Ibarrier",
+    )?;
     Ok(r)
 }
 
@@ -330,7 +348,7 @@ pub(crate) unsafe fn iallreduce(
                 count as c_int,
                 dt,
                 op,
-                comm,
+                comm.0,
                 &mut r.0,
             )
         },
@@ -358,7 +376,7 @@ pub(crate) unsafe fn iallgather_u64(send: *const u64, recv: *mut u64, comm: Comm
                 recv as *mut c_void,
                 1,
                 dt,
-                comm,
+                comm.0,
                 &mut r.0,
             )
         },
@@ -413,7 +431,7 @@ impl Win {
                     len as ffi::MPI_Aint,
                     1,
                     ffi::RSMPI_INFO_NULL,
-                    comm,
+                    comm.0,
                     &mut w,
                 )
             },
@@ -441,7 +459,7 @@ impl Win {
                     len as ffi::MPI_Aint,
                     1,
                     ffi::RSMPI_INFO_NULL,
-                    comm,
+                    comm.0,
                     &mut base as *mut *mut u8 as *mut c_void,
                     &mut w,
                 )
@@ -573,14 +591,6 @@ impl Win {
         )
     }
 
-    /// `MPI_Win_sync`: makes remote updates to this rank's window memory visible to its loads
-    /// (needed in MPI's separate memory model; cheap in the unified one) and lets MPI progress.
-    pub(crate) fn sync(&self) {
-        let _g = lock();
-        // SAFETY: a valid window in a lock_all epoch.
-        unsafe { ffi::MPI_Win_sync(self.0) };
-    }
-
     /// `MPI_Fetch_and_op(MPI_SUM)` on a `u64` plus flush: returns the old value.
     pub(crate) fn fetch_add(&self, rank: usize, disp: usize, v: u64) -> Result<u64> {
         let mut old = 0u64;
@@ -661,7 +671,7 @@ impl Win {
 pub(crate) fn barrier_blocking(comm: Comm) {
     let _g = lock();
     // SAFETY: a valid communicator.
-    unsafe { ffi::MPI_Barrier(comm) };
+    unsafe { ffi::MPI_Barrier(comm.0) };
 }
 
 /// Blocking `MPI_Allreduce` of `f64`s (benchmark peer and calibration).
@@ -677,7 +687,7 @@ pub(crate) fn allreduce_f64_blocking(x: &[f64], out: &mut [f64], op_: crate::Op,
             x.len() as c_int,
             dt,
             o,
-            comm,
+            comm.0,
         )
     };
 }
@@ -711,7 +721,7 @@ pub(crate) unsafe fn isend(
                 dt,
                 dest as c_int,
                 tag,
-                comm,
+                comm.0,
                 &mut r.0,
             )
         },
@@ -747,7 +757,7 @@ pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
             ffi::MPI_Improbe(
                 ffi::RSMPI_ANY_SOURCE,
                 tag,
-                comm,
+                comm.0,
                 &mut flag,
                 &mut msg,
                 &mut st,
