@@ -90,6 +90,12 @@ impl Builder {
     /// With `TIERS_ENGINE=local` and more than one rank, use [`spmd`](crate::spmd) instead,
     /// which starts one thread per rank.
     pub fn build(self) -> Result<World> {
+        #[cfg(feature = "mpi")]
+        if engine::mpi::selected() {
+            let w = self.wrap(engine::mpi::from_env()?);
+            w.barrier(Timeout::After(self.init_timeout))?;
+            return Ok(w);
+        }
         match std::env::var(env::ENGINE).ok().as_deref() {
             None | Some("") => self.local(1).map(|mut v| v.remove(0)),
             Some("local") => {

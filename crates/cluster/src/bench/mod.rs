@@ -1,1 +1,251 @@
-//! Benchmarks.
+//! The cluster-tier benchmarks of `tiers bench`: `put`, `latency` and `ranks` run under
+//! `tiers run -n N -- tiers bench NAME` (rank 0 prints, the other ranks take part silently);
+//! `kneighbor` starts the processes it needs itself.
+
+mod kneighbor;
+mod ranks;
+
+use crate::{SegId, Timeout, World};
+use serde_json::json;
+use std::error::Error;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use tiers_bench::{compare, progress, Candidate, Opts, Report};
+
+/// The cluster-tier benchmarks: name, what it measures.
+pub const BENCHES: &[(&str, &str)] = &[
+    (
+        "put",
+        "GB/s of one-sided writes by size, tiers-shm vs memcpy (under tiers run -n 2)",
+    ),
+    (
+        "latency",
+        "ns of 8-byte write, read (local completion) and write_notify (half round trip)",
+    ),
+    (
+        "ranks",
+        "ns per barrier, allreduce of one f64, fetch_add across ranks (under tiers run -n N)",
+    ),
+    (
+        "kneighbor",
+        "us per kNeighbor step (k=3): tiers-smp vs tiers-smp-nobypass vs tiers-process",
+    ),
+];
+
+type BenchResult = Result<Report, Box<dyn Error>>;
+
+/// Runs cluster benchmark `name`; `None` if it is not one. Ranks other than 0 take part and
+/// then exit the process quietly (only rank 0 reports).
+pub fn run(name: &str, opts: &Opts, rest: &[String]) -> Option<BenchResult> {
+    let f: fn(&World, &Opts) -> BenchResult = match name {
+        "put" => put,
+        "latency" => latency,
+        "ranks" => ranks::run,
+        "kneighbor" => return Some(kneighbor::run(opts, rest)),
+        "kneighbor-rank" => return Some(kneighbor::rank_main(opts, rest)),
+        _ => return None,
+    };
+    Some((|| {
+        // One process per rank (shm), or all ranks as threads of this process (local).
+        let mut results = crate::spmd(|w| {
+            let r = f(w, opts).map_err(|e| e.to_string());
+            (w.rank(), r)
+        })?;
+        let (rank, r) = results.remove(0);
+        if rank != 0 {
+            if let Err(e) = r {
+                eprintln!("tiers bench {name}: rank {rank}: {e}");
+                std::process::exit(1);
+            }
+            std::process::exit(0);
+        }
+        Ok(r?)
+    })())
+}
+
+fn imp(w: &World) -> String {
+    format!("tiers-{}", w.engine_name())
+}
+
+const SIZES: &[usize] = &[
+    8,
+    64,
+    512,
+    4096,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+];
+
+fn put(w: &World, opts: &Opts) -> BenchResult {
+    let max = *SIZES.last().expect("sizes");
+    let _seg = w.segment(SegId(0), max)?;
+    let mut report = Report::new("put", "GB/s", false);
+    if w.rank() == 0 {
+        let peer = (w.rank() + 1) % w.size();
+        let q = w.queue(0)?;
+        let mut a = vec![1u8; max];
+        let mut b = vec![2u8; max];
+        for &bytes in SIZES {
+            progress(opts, format!("put {bytes} B"));
+            let batch = 512;
+            let res = compare(
+                opts.min_time,
+                &mut [
+                    Candidate::new(imp(w), |iters| {
+                        let t = Instant::now();
+                        for i in 0..iters {
+                            q.write(SegId(0), 0, peer, SegId(0), 0, bytes)
+                                .expect("write");
+                            if i % batch == batch - 1 {
+                                q.wait(Timeout::Block).expect("wait");
+                            }
+                        }
+                        q.wait(Timeout::Block).expect("wait");
+                        t.elapsed()
+                    }),
+                    Candidate::new("memcpy", |iters| {
+                        let t = Instant::now();
+                        for _ in 0..iters {
+                            b[..bytes].copy_from_slice(black_box(&a[..bytes]));
+                            black_box(&mut b);
+                        }
+                        t.elapsed()
+                    }),
+                ],
+            );
+            for ((name, (secs, _)), _) in [imp(w), "memcpy".to_string()].iter().zip(res).zip(0..) {
+                report.push(
+                    name,
+                    &[("bytes", json!(bytes)), ("ranks", json!(w.size()))],
+                    bytes as f64 / secs / 1e9,
+                );
+            }
+            a[0] = a[0].wrapping_add(1);
+        }
+        report.note(format!(
+            "rank 0 writes into rank {peer}'s segment (one copy into its mapping); memcpy copies between two private buffers of the same size in the same run"
+        ));
+    }
+    w.barrier(Timeout::Block)?;
+    Ok(report)
+}
+
+fn latency(w: &World, opts: &Opts) -> BenchResult {
+    let seg = w.segment(SegId(0), 4096)?;
+    let q = w.queue(0)?;
+    let peer = (w.rank() + 1) % w.size();
+    let mut report = Report::new("latency", "ns", true);
+    const PING: usize = 0;
+    const STOP: usize = 1;
+    if w.rank() == 0 {
+        progress(opts, "latency: write, read, write_notify");
+        let res = compare(
+            opts.min_time,
+            &mut [
+                Candidate::new("write", |iters| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        q.write(SegId(0), 0, peer, SegId(0), 64, 8).expect("write");
+                        q.wait(Timeout::Block).expect("wait");
+                    }
+                    t.elapsed()
+                }),
+                Candidate::new("read", |iters| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        q.read(SegId(0), 128, peer, SegId(0), 64, 8).expect("read");
+                        q.wait(Timeout::Block).expect("wait");
+                    }
+                    t.elapsed()
+                }),
+                Candidate::new("write_notify", |iters| {
+                    let t = Instant::now();
+                    for i in 0..iters {
+                        seg.set::<u64>(0, i).expect("set");
+                        q.write_notify(SegId(0), 0, peer, SegId(0), 256, 8, PING, 1)
+                            .expect("ping");
+                        q.wait(Timeout::Block).expect("wait");
+                        w.notify_waitsome(SegId(0), PING..PING + 1, Timeout::Block)
+                            .expect("pong");
+                        w.notify_reset(SegId(0), PING).expect("reset");
+                    }
+                    // Half a round trip per iteration.
+                    t.elapsed() / 2
+                }),
+            ],
+        );
+        for (op, (secs, _)) in ["write", "read", "write_notify"].iter().zip(res) {
+            report.push(
+                &imp(w),
+                &[
+                    ("op", json!(op)),
+                    ("bytes", json!(8)),
+                    ("ranks", json!(w.size())),
+                ],
+                secs * 1e9,
+            );
+        }
+        report.note("write/read: post 8 bytes and wait for local completion; write_notify: half of a ping-pong round trip (data + notification, the peer answers the same way)");
+        q.notify(peer, SegId(0), STOP, 1)?;
+        q.wait(Timeout::Block)?;
+    } else if w.rank() == 1 {
+        let back = 0;
+        loop {
+            let id = w.notify_waitsome(SegId(0), PING..STOP + 1, Timeout::Block)?;
+            w.notify_reset(SegId(0), id)?;
+            if id == STOP {
+                break;
+            }
+            q.write_notify(SegId(0), 256, back, SegId(0), 256, 8, PING, 1)?;
+            q.wait(Timeout::Block)?;
+        }
+    }
+    if w.size() == 1 {
+        // The ping went to this rank itself; clear the stop flag.
+        w.notify_reset(SegId(0), STOP)?;
+    }
+    w.barrier(Timeout::Block)?;
+    Ok(report)
+}
+
+/// Runs `f(iters)` on every rank with iteration counts all ranks agree on; returns the median
+/// of the slowest rank's seconds per iteration.
+pub(crate) fn sync_measure(w: &World, min_time: f64, mut f: impl FnMut(u64)) -> crate::Result<f64> {
+    let target = (min_time / 10.0).max(1e-4);
+    let time = |n: u64, f: &mut dyn FnMut(u64)| -> crate::Result<f64> {
+        w.barrier(Timeout::Block)?;
+        let t = Instant::now();
+        f(n);
+        let mut m = [0.0f64];
+        w.allreduce(
+            &[t.elapsed().as_secs_f64()],
+            &mut m,
+            crate::Op::Max,
+            Timeout::Block,
+        )?;
+        Ok(m[0])
+    };
+    let mut n = 1u64;
+    loop {
+        let t = time(n, &mut f)?;
+        if t >= target / 4.0 || n >= 1 << 32 {
+            n = ((target / (t / n as f64).max(1e-12)) as u64).clamp(1, 1 << 32);
+            break;
+        }
+        n *= if t < target / 100.0 { 10 } else { 2 };
+    }
+    let mut samples = Vec::new();
+    let mut spent = 0.0;
+    let start = Instant::now();
+    while samples.len() < 5
+        || (spent < min_time && start.elapsed() < Duration::from_secs_f64(20.0 * min_time))
+    {
+        let t = time(n, &mut f)?;
+        spent += t;
+        samples.push(t / n as f64);
+    }
+    Ok(tiers_bench::median(&samples))
+}

@@ -16,7 +16,7 @@ use crate::health::Health;
 use crate::sys::{self, Mapping};
 use crate::timeout::{Deadline, Timeout};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -93,9 +93,17 @@ pub(crate) struct MemEngine<B: Backing> {
     ctl: Ctl,
     rank: Rank,
     size: usize,
+    /// Creation and deletion state (slow path).
     segs: RwLock<Vec<SegSlot>>,
+    /// The ready tables, for the lock-free fast path: `Arc::as_ptr` of the table in `segs` (or,
+    /// once deleted, in `graveyard`), null when not ready. Tables are never freed before the
+    /// engine, so a pointer loaded here stays valid while `&self` lives.
+    ready: Box<[AtomicPtr<SegTable>]>,
+    /// Tables of deleted segments (their shm objects are already unlinked).
+    graveyard: Mutex<Vec<Arc<SegTable>>>,
     coll: Mutex<Coll>,
-    spin: u32,
+    /// How long a waiter busy-polls before it sleeps.
+    spin: Duration,
     last_probe: Mutex<Instant>,
 }
 
@@ -121,9 +129,17 @@ impl<B: Backing> MemEngine<B> {
             rank,
             size,
             segs: RwLock::new((0..MAX_SEGMENTS).map(|_| SegSlot::Empty).collect()),
+            ready: (0..MAX_SEGMENTS)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            graveyard: Mutex::new(Vec::new()),
             coll: Mutex::new(Coll::default()),
             // Spinning only pays when every rank has a core of its own.
-            spin: if size <= cpus { 1 << 12 } else { 16 },
+            spin: if size <= cpus {
+                Duration::from_micros(200)
+            } else {
+                Duration::ZERO
+            },
             last_probe: Mutex::new(Instant::now()),
         }
     }
@@ -190,15 +206,19 @@ impl<B: Backing> MemEngine<B> {
         if ready() {
             return Ok(());
         }
-        if !matches!(deadline, Deadline::Now) {
-            for i in 0..self.spin {
+        if !matches!(deadline, Deadline::Now) && !self.spin.is_zero() {
+            // Busy-poll first (the GASPI way: latency), but only for a bounded time and only
+            // when every rank has a core; then sleep.
+            let start = Instant::now();
+            let mut i = 0u32;
+            loop {
                 if ready() {
                     return Ok(());
                 }
-                if i % 256 == 255 {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
+                std::hint::spin_loop();
+                i = i.wrapping_add(1);
+                if i % 64 == 0 && start.elapsed() >= self.spin {
+                    break;
                 }
             }
         }
@@ -235,6 +255,21 @@ impl<B: Backing> MemEngine<B> {
         }
     }
 
+    /// The ready table of `seg`, without locks.
+    #[inline]
+    fn ready(&self, seg: u32, rank: Rank) -> Result<&SegTable> {
+        let p = match self.ready.get(seg as usize) {
+            Some(a) => a.load(Ordering::Acquire),
+            None => std::ptr::null_mut(),
+        };
+        if p.is_null() {
+            return Err(Error::NoSuchSegment { seg, rank });
+        }
+        // SAFETY: non-null pointers in `ready` come from Arc::as_ptr of tables that are kept
+        // (in `segs` or `graveyard`) until the engine is dropped, which `&self` prevents.
+        Ok(unsafe { &*p })
+    }
+
     #[inline]
     fn with_table<R>(
         &self,
@@ -242,39 +277,19 @@ impl<B: Backing> MemEngine<B> {
         rank: Rank,
         f: impl FnOnce(&SegTable) -> Result<R>,
     ) -> Result<R> {
-        let slots = self.segs.read().unwrap_or_else(|e| e.into_inner());
-        match slots.get(seg as usize) {
-            Some(SegSlot::Ready(t)) => f(t),
-            _ => Err(Error::NoSuchSegment { seg, rank }),
-        }
+        f(self.ready(seg, rank)?)
     }
 
+    #[inline]
     fn copy(&self, t: &Transfer, write: bool) -> Result<()> {
-        let slots = self.segs.read().unwrap_or_else(|e| e.into_inner());
-        let lt = match slots.get(t.local_seg as usize) {
-            Some(SegSlot::Ready(x)) => x,
-            _ => {
-                return Err(Error::NoSuchSegment {
-                    seg: t.local_seg,
-                    rank: self.rank,
-                })
-            }
-        };
-        let rt = match slots.get(t.remote_seg as usize) {
-            Some(SegSlot::Ready(x)) => x,
-            _ => {
-                return Err(Error::NoSuchSegment {
-                    seg: t.remote_seg,
-                    rank: t.rank,
-                })
-            }
-        };
+        let lt = self.ready(t.local_seg, self.rank)?;
+        let rt = self.ready(t.remote_seg, t.rank)?;
         let l = lt.check(self.rank, t.local_seg, t.local_off, t.len)?;
         let r = rt.check(t.rank, t.remote_seg, t.remote_off, t.len)?;
         self.peer_ok(t.rank)?;
         let (src, dst) = if write { (l, r) } else { (r, l) };
-        // SAFETY: both ranges were bounds-checked against their live mappings (kept alive by
-        // the read guard). They may overlap only for a transfer within one segment of this
+        // SAFETY: both ranges were bounds-checked against their live mappings (kept alive
+        // until the engine drops). They may overlap only for a transfer within one segment of this
         // rank, which `copy` (memmove) handles; concurrent access by other ranks is the
         // program's to order with notifications, as in GASPI (bytes, never invalid values).
         unsafe {
@@ -422,7 +437,9 @@ impl<B: Backing> Engine for MemEngine<B> {
             sizes.push((sz - 1) as usize);
         }
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
-        s[seg as usize] = SegSlot::Ready(Arc::new(SegTable { maps, sizes }));
+        let t = Arc::new(SegTable { maps, sizes });
+        self.ready[seg as usize].store(Arc::as_ptr(&t) as *mut SegTable, Ordering::Release);
+        s[seg as usize] = SegSlot::Ready(t);
         Ok(())
     }
 
@@ -435,7 +452,13 @@ impl<B: Backing> Engine for MemEngine<B> {
         self.barrier(timeout)?;
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
         self.ctl.rank(self.rank).seg_size[seg as usize].store(0, Ordering::Release);
-        s[seg as usize] = SegSlot::Empty;
+        self.ready[seg as usize].store(std::ptr::null_mut(), Ordering::Release);
+        if let SegSlot::Ready(t) = std::mem::replace(&mut s[seg as usize], SegSlot::Empty) {
+            self.graveyard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(t);
+        }
         self.b.remove_segment(seg, self.rank);
         Ok(())
     }

@@ -87,7 +87,11 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     if args.name == "list" {
-        for (n, what) in NODE.iter().chain(tiers_apps::bench::APPS) {
+        for (n, what) in NODE
+            .iter()
+            .chain(tiers_apps::bench::APPS)
+            .chain(tiers_cluster::bench::BENCHES)
+        {
             println!("{n:<12} {what}");
         }
         return Ok(());
@@ -95,9 +99,17 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.name == "queue" && !explicit {
         opts.threads = Vec::new(); // its own default: 1-4 producers
     }
+    #[cfg(feature = "mpi")]
+    if let Some(r) = tiers_cluster::engine::mpi::bench::wanted()
+        .then(|| tiers_cluster::engine::mpi::bench::run(&args.name, &opts))
+        .flatten()
+    {
+        return r.map_err(Into::into);
+    }
     let report = match node_bench(&args.name, &opts)
         .map(Ok)
         .or_else(|| tiers_apps::bench::run(&args.name, &opts, &args.rest))
+        .or_else(|| tiers_cluster::bench::run(&args.name, &opts, &args.rest))
     {
         Some(r) => r?,
         None => {
