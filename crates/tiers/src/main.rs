@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
+mod pipeline;
 
 #[derive(Parser)]
 #[command(
@@ -26,6 +27,8 @@ enum Command {
     },
     /// Run a benchmark: tiers beside its peers in one run. `tiers bench list` names them all.
     Bench(bench::BenchArgs),
+    /// The main job: sequences → distances → clustering → MDS → plot, on one node's cores.
+    Pipeline(pipeline::PipelineArgs),
     /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher).
     Run(tiers_cluster::launch::RunArgs),
     #[command(flatten)]
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench::run(args),
+        Command::Pipeline(args) => pipeline::run(args),
         Command::Run(args) => tiers_cluster::launch::run_cli(args),
         Command::App(cmd) => tiers_apps::cli::run(cmd),
     };

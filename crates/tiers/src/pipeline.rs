@@ -1,0 +1,208 @@
+//! `tiers pipeline`: the main job. Sequences → pairwise distances → deterministic-annealing
+//! clustering → SMACOF MDS → a plot coloured by cluster, all on one pool of the node tier, as
+//! seed 000's bioinformaticians run it. Without `--input` it makes its own Alu-like sequences
+//! with planted families and checks the clusters against them; with real data (e.g. the 2400
+//! fungal sequences) and SPIDAL's outputs it reports the agreement with those.
+
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
+use tiers_apps::{alu, cluster, compare, distance, fasta, matrix, mds, plot};
+
+/// Arguments of `tiers pipeline`.
+#[derive(Args, Debug)]
+pub struct PipelineArgs {
+    /// Where to write the outputs (created if missing).
+    #[arg(long, default_value = "tiers-pipeline-out")]
+    pub out: PathBuf,
+    /// A FASTA file to analyse (default: synthetic Alu-like sequences).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Number of synthetic sequences (without --input).
+    #[arg(long, default_value_t = 800)]
+    pub n: usize,
+    /// Distance metric: swg, kmer[:K], hamming.
+    #[arg(long, default_value = "kmer")]
+    pub metric: String,
+    /// Worker threads (default: every processor of the affinity mask).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Most clusters (the synthetic data plant 4 families of 3 subfamilies).
+    #[arg(long, default_value_t = 12)]
+    pub max_clusters: usize,
+    /// Reference clusters (`index<TAB>cluster`, e.g. SPIDAL's DA-PWC output) to compare with.
+    #[arg(long)]
+    pub reference_clusters: Option<PathBuf>,
+    /// Reference 3-D points (`index x y z [label]`, e.g. SPIDAL's DA-MDS output) to compare with.
+    #[arg(long)]
+    pub reference_points: Option<PathBuf>,
+}
+
+pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let t_all = Instant::now();
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let mut builder = tiers_node::Pool::builder();
+    if let Some(t) = a.threads {
+        builder = builder.threads(t);
+    }
+    let pool = builder.build()?;
+    eprintln!(
+        "[pipeline] {} worker thread(s) on cpus {:?}",
+        pool.threads(),
+        pool.cpus()
+    );
+
+    // 1. Sequences.
+    let (records, planted) = match &a.input {
+        Some(p) => (fasta::read(p)?, None),
+        None => {
+            let spec = alu::AluSpec {
+                n: a.n,
+                ..Default::default()
+            };
+            let seqs = alu::generate(&spec);
+            let fams: Vec<(usize, usize)> = seqs.iter().map(|s| (s.family, s.subfamily)).collect();
+            let recs: Vec<_> = seqs.into_iter().map(|s| s.record).collect();
+            std::fs::write(a.out.join("sequences.fasta"), fasta::format(&recs))?;
+            (recs, Some(fams))
+        }
+    };
+    if records.len() < 2 {
+        return Err("the pipeline needs at least 2 sequences".into());
+    }
+    eprintln!("[pipeline] {} sequences", records.len());
+
+    // 2. Distances.
+    let t = Instant::now();
+    let metric = distance::Metric::parse(&a.metric)?;
+    let seqs: Vec<&[u8]> = records.iter().map(|r| r.seq.as_slice()).collect();
+    let d = distance::pairwise(&pool, &seqs, metric)?;
+    matrix::write(&a.out.join("distances.bin"), &d, false)?;
+    let t_dist = t.elapsed().as_secs_f64();
+    eprintln!("[pipeline] {} distances in {t_dist:.2} s", metric.name());
+
+    // 3. Clustering.
+    let t = Instant::now();
+    let copts = cluster::ClusterOptions {
+        max_clusters: a.max_clusters,
+        ..Default::default()
+    };
+    let c = cluster::da_pwc(&pool, &d, &copts, |e| {
+        if let cluster::Event::Split { t, cluster, .. } = e {
+            eprintln!("[pipeline] cluster {cluster} splits at temperature {t:.4}");
+        }
+    });
+    std::fs::write(
+        a.out.join("clusters.txt"),
+        cluster::format_labels(&c.labels),
+    )?;
+    let t_clu = t.elapsed().as_secs_f64();
+    eprintln!("[pipeline] {} clusters in {t_clu:.2} s", c.k);
+
+    // 4. MDS.
+    let t = Instant::now();
+    let mopts = mds::MdsOptions {
+        dims: 3,
+        max_iter: 300,
+        ..Default::default()
+    };
+    let m = mds::smacof(&pool, &d, None, &mopts, |k, s| {
+        if k % 50 == 0 {
+            eprintln!(
+                "[pipeline] mds iteration {k}: normalised stress {:.6}",
+                s.normalized
+            );
+        }
+    });
+    std::fs::write(
+        a.out.join("points.csv"),
+        mds::format_points(&m.points, 3, true),
+    )?;
+    let t_mds = t.elapsed().as_secs_f64();
+    let stress = m.stress.last().map_or(f64::NAN, |s| s.normalized);
+    eprintln!(
+        "[pipeline] mds: {} iterations, normalised stress {stress:.6}, {t_mds:.2} s",
+        m.iterations
+    );
+
+    // 5. Plot.
+    plot::write(
+        &a.out.join("mds.png"),
+        &m.points,
+        3,
+        &c.labels,
+        "tiers pipeline: MDS coloured by cluster",
+    )?;
+
+    // 6. Agreement.
+    let mut summary = json!({
+        "sequences": records.len(),
+        "threads": pool.threads(),
+        "metric": metric.name(),
+        "clusters": c.k,
+        "mds_normalised_stress": stress,
+        "seconds": {"distances": t_dist, "cluster": t_clu, "mds": t_mds, "total": t_all.elapsed().as_secs_f64()},
+    });
+    if let Some(planted) = planted {
+        let fam: Vec<usize> = planted.iter().map(|p| p.0).collect();
+        let sub: Vec<usize> = planted.iter().map(|p| p.1).collect();
+        let (af, asub) = (
+            compare::adjusted_rand_index(&c.labels, &fam),
+            compare::adjusted_rand_index(&c.labels, &sub),
+        );
+        summary["ari_vs_planted_families"] = json!(af);
+        summary["ari_vs_planted_subfamilies"] = json!(asub);
+        println!(
+            "adjusted Rand index against the planted families: {af:.3}, subfamilies: {asub:.3}"
+        );
+    }
+    if let Some(p) = &a.reference_clusters {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let r = cluster::parse_labels(&text, &p.display().to_string())?;
+        if r.len() != c.labels.len() {
+            return Err(format!(
+                "{}: {} labels for {} sequences",
+                p.display(),
+                r.len(),
+                c.labels.len()
+            )
+            .into());
+        }
+        let ari = compare::adjusted_rand_index(&c.labels, &r);
+        summary["ari_vs_reference"] = json!(ari);
+        println!("adjusted Rand index against {}: {ari:.3}", p.display());
+    }
+    if let Some(p) = &a.reference_points {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let (r, _) = mds::parse_points(&text, 3, &p.display().to_string())?;
+        if r.len() != m.points.len() {
+            return Err(format!(
+                "{}: {} points for {} sequences",
+                p.display(),
+                r.len() / 3,
+                records.len()
+            )
+            .into());
+        }
+        let fit = compare::procrustes(&m.points, &r, 3);
+        summary["procrustes_disparity_vs_reference"] = json!(fit.disparity);
+        println!(
+            "Procrustes disparity against {}: {:.4}",
+            p.display(),
+            fit.disparity
+        );
+    }
+    std::fs::write(
+        a.out.join("summary.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    println!(
+        "{} sequences, {} clusters, MDS stress {stress:.4}; outputs in {} (clusters.txt, points.csv, mds.png, summary.json); {:.1} s",
+        records.len(),
+        c.k,
+        a.out.display(),
+        t_all.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
