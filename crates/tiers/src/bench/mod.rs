@@ -99,6 +99,13 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.name == "queue" && !explicit {
         opts.threads = Vec::new(); // its own default: 1-4 producers
     }
+    #[cfg(feature = "mpi")]
+    if let Some(r) = tiers_cluster::engine::mpi::bench::wanted()
+        .then(|| tiers_cluster::engine::mpi::bench::run(&args.name, &opts))
+        .flatten()
+    {
+        return r.map_err(Into::into);
+    }
     let report = match node_bench(&args.name, &opts)
         .map(Ok)
         .or_else(|| tiers_apps::bench::run(&args.name, &opts, &args.rest))

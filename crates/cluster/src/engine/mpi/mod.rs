@@ -182,6 +182,8 @@ struct QState {
     reqs: Vec<Req>,
     touched: HashSet<(u32, Rank)>,
     /// Notification values in flight (their puts read them until flushed).
+    // Boxed: the puts read them by address, so they must not move when the Vec grows.
+    #[allow(clippy::vec_box)]
     values: Vec<Box<u32>>,
 }
 
@@ -201,6 +203,12 @@ enum ReducePhase {
     },
     /// Host-local broadcast of `recv` (leader) or of identities.
     Release(Vec<u8>),
+    /// Float sums: every rank's input gathered, to be added in rank order.
+    Gather {
+        req: Req,
+        _send: Vec<u8>,
+        all: Vec<u8>,
+    },
 }
 
 struct Coll {
@@ -208,8 +216,14 @@ struct Coll {
     reduce: ReducePhase,
 }
 
-/// Sends not yet completed when their timeout ran out (their buffers live here until done).
-type PendingSends = Vec<(Req, Vec<u8>)>;
+/// Passive messages between hosts.
+#[derive(Default)]
+struct Passive {
+    /// A matched message the last receive had no room for (it stays first in line).
+    stash: Option<(Rank, Vec<u8>)>,
+    /// Sends not yet completed when their timeout ran out (buffers live here until done).
+    sends: Vec<(Req, Vec<u8>)>,
+}
 
 /// The `mpi` engine. See the module documentation.
 pub struct MpiEngine {
@@ -229,7 +243,7 @@ pub struct MpiEngine {
     segs: RwLock<Vec<Slot>>,
     queues: Vec<Mutex<QState>>,
     coll: Mutex<Coll>,
-    passive: Mutex<(Option<(Rank, Vec<u8>)>, PendingSends)>,
+    passive: Mutex<Passive>,
     spin: u32,
 }
 
@@ -343,7 +357,7 @@ impl MpiEngine {
                 barrier: BarrierPhase::Idle,
                 reduce: ReducePhase::Idle,
             }),
-            passive: Mutex::new((None, Vec::new())),
+            passive: Mutex::new(Passive::default()),
             spin: if hsize <= cpus { 1 << 12 } else { 64 },
         })
     }
@@ -839,6 +853,40 @@ impl Engine for MpiEngine {
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             match &mut c.reduce {
+                ReducePhase::Idle
+                    if op == Op::Sum && matches!(ty, DataType::F32 | DataType::F64) =>
+                {
+                    // Float addition is not associative: every rank must add the same values
+                    // in rank order (as the other engines do), which no tree (MPI's or a
+                    // hierarchy's) does. Gather all inputs, fold them in rank order.
+                    let send = input.to_vec();
+                    let mut all = vec![0u8; input.len() * self.size];
+                    // SAFETY: both buffers move into the phase (heap memory that stays put)
+                    // and are dropped only after the request completed.
+                    let req = unsafe {
+                        raw::iallgather_bytes(
+                            send.as_ptr(),
+                            send.len(),
+                            all.as_mut_ptr(),
+                            self.comm,
+                        )?
+                    };
+                    c.reduce = ReducePhase::Gather {
+                        req,
+                        _send: send,
+                        all,
+                    };
+                }
+                ReducePhase::Gather { req, all, .. } => {
+                    req.wait(deadline, self.spin)?;
+                    let n = input.len();
+                    output.copy_from_slice(&all[..n]);
+                    for r in 1..self.size {
+                        crate::collective::combine(ty, op, output, &all[r * n..(r + 1) * n]);
+                    }
+                    c.reduce = ReducePhase::Idle;
+                    return Ok(());
+                }
                 ReducePhase::Idle => {
                     // Host-local first (skipped when this rank is its host's only one).
                     let mut send = vec![0u8; input.len()];
@@ -913,12 +961,12 @@ impl Engine for MpiEngine {
         // SAFETY: buf stays alive until the request completes: here, or in the pending list.
         let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };
         let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
-        p.1.retain_mut(|(r, _)| !r.test().unwrap_or(true));
+        p.sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
         match req.wait(timeout.deadline(), self.spin) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The message is on its way; it will be delivered (keep its buffer).
-                p.1.push((req, buf));
+                p.sends.push((req, buf));
                 Err(e)
             }
         }
@@ -940,20 +988,20 @@ impl Engine for MpiEngine {
             let seen = bell.v.load(Ordering::SeqCst);
             {
                 let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
-                if p.0.is_none() && self.hosts > 1 {
+                if p.stash.is_none() && self.hosts > 1 {
                     if let Some(m) = raw::improbe(TAG_PASSIVE, self.comm)? {
                         let src = m.source;
-                        p.0 = Some((src, m.recv()?));
+                        p.stash = Some((src, m.recv()?));
                     }
                 }
-                if let Some((_, msg)) = &p.0 {
+                if let Some((_, msg)) = &p.stash {
                     if msg.len() > buf.len() {
                         return Err(Error::BufferTooSmall {
                             need: msg.len(),
                             have: buf.len(),
                         });
                     }
-                    let (src, msg) = p.0.take().expect("checked");
+                    let (src, msg) = p.stash.take().expect("checked");
                     buf[..msg.len()].copy_from_slice(&msg);
                     return Ok((src, msg.len()));
                 }

@@ -385,6 +385,40 @@ pub(crate) unsafe fn iallgather_u64(send: *const u64, recv: *mut u64, comm: Comm
     Ok(r)
 }
 
+/// `MPI_Iallgather` of `len` bytes per rank.
+///
+/// # Safety
+/// `send` (`len` bytes) and `recv` (`len` bytes per rank of `comm`) must stay valid until
+/// completion.
+pub(crate) unsafe fn iallgather_bytes(
+    send: *const u8,
+    len: usize,
+    recv: *mut u8,
+    comm: Comm,
+) -> Result<Req> {
+    // SAFETY: constant read.
+    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let dt = dt_u8();
+    let _g = lock();
+    // SAFETY: the caller keeps both buffers valid until completion.
+    check(
+        unsafe {
+            ffi::MPI_Iallgather(
+                send as *const c_void,
+                len as c_int,
+                dt,
+                recv as *mut c_void,
+                len as c_int,
+                dt,
+                comm.0,
+                &mut r.0,
+            )
+        },
+        "MPI_Iallgather",
+    )?;
+    Ok(r)
+}
+
 /// Gathers one `u64` from every rank of `comm` (every rank gets all), with a real timeout.
 pub(crate) fn allgather_u64(x: u64, comm: Comm, deadline: Deadline) -> Result<Vec<u64>> {
     let (_, n) = rank_size(comm);
@@ -398,7 +432,6 @@ pub(crate) fn allgather_u64(x: u64, comm: Comm, deadline: Deadline) -> Result<Ve
         Err(e) => {
             std::mem::forget(send);
             std::mem::forget(recv);
-            std::mem::forget(req);
             Err(e)
         }
     }
