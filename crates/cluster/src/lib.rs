@@ -36,6 +36,7 @@
 mod atomic;
 pub mod bench;
 pub mod collective;
+pub mod endpoint;
 pub mod engine;
 mod error;
 mod health;

@@ -62,3 +62,14 @@ fn one_rank_world_without_launcher() {
         Err(Error::Timeout)
     );
 }
+
+#[test]
+fn endpoints_on_workers_bypass_and_engine() {
+    use tiers_cluster::endpoint::Delivery;
+    let w = tiers_cluster::Builder::new().local(1).unwrap().remove(0);
+    for workers in [1, 2, 3] {
+        common::endpoints(&w, workers, Delivery::Bypass);
+        common::endpoints(&w, workers, Delivery::Engine);
+    }
+    local::run(2, |w| common::endpoints(w, 2, Delivery::Bypass)).unwrap();
+}

@@ -24,6 +24,10 @@ fn child() {
     match s.as_str() {
         "suite" => common::suite(&w),
         "random" => common::random(&w, 0xfeed),
+        "endpoints" => {
+            common::endpoints(&w, 2, tiers_cluster::endpoint::Delivery::Bypass);
+            common::endpoints(&w, 1, tiers_cluster::endpoint::Delivery::Engine);
+        }
         "killed" => common::killed(&w, || {
             // SAFETY: kill has no memory-safety preconditions; this process ends here.
             unsafe { libc::kill(std::process::id() as libc::pid_t, libc::SIGKILL) };
@@ -66,6 +70,14 @@ fn suite_on_processes_1_to_4_ranks() {
 fn random_ops_on_processes() {
     for n in [2, 3] {
         let out = launch(n, "random", "shm");
+        assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
+    }
+}
+
+#[test]
+fn endpoints_across_processes() {
+    for n in [2, 3] {
+        let out = launch(n, "endpoints", "shm");
         assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
     }
 }

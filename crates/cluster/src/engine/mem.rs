@@ -136,7 +136,7 @@ impl<B: Backing> MemEngine<B> {
             coll: Mutex::new(Coll::default()),
             // Spinning only pays when every rank has a core of its own.
             spin: if size <= cpus {
-                Duration::from_micros(200)
+                Duration::from_micros(50)
             } else {
                 Duration::ZERO
             },
@@ -345,8 +345,11 @@ impl<B: Backing> MemEngine<B> {
         r
     }
 
+    /// Takes a mailbox lock. It is held for one copy, so spin; yield only when the holder
+    /// seems preempted, and give up with `Timeout` once the deadline has passed.
     fn mailbox_lock(&self, l: &Line, deadline: Deadline) -> Result<()> {
         let mut i = 0u32;
+        let mut since: Option<Instant> = None;
         loop {
             if l.v
                 .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
@@ -354,14 +357,16 @@ impl<B: Backing> MemEngine<B> {
             {
                 return Ok(());
             }
-            i += 1;
-            if i % 64 == 0 {
-                std::thread::yield_now();
-                if i % 4096 == 0 && deadline.expired() {
-                    return Err(Error::Timeout);
+            i = i.wrapping_add(1);
+            std::hint::spin_loop();
+            if i % 256 == 0 {
+                let t = *since.get_or_insert_with(Instant::now);
+                if t.elapsed() >= Duration::from_micros(50) {
+                    if deadline.expired() {
+                        return Err(Error::Timeout);
+                    }
+                    std::thread::yield_now();
                 }
-            } else {
-                std::hint::spin_loop();
             }
         }
     }

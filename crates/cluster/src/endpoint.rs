@@ -1,0 +1,317 @@
+//! Message-driven endpoints (Charm++ chares, CCR ports): objects that receive messages and
+//! run a handler on a worker of the node tier.
+//!
+//! Endpoints are spread round-robin over the workers of all ranks. A message to an endpoint on
+//! a worker of the *same process* goes straight into that worker's [`PcQueue`] inbox, by
+//! pointer (the `Vec` moves, nothing is copied), and never touches the progress engine: the
+//! lesson of the Charm++ SMP port, whose first version sent every message through the network
+//! progress engine. A message to another process goes through the engine (a passive message
+//! into the target rank's mailbox); the rank's progress thread (Charm++'s communication thread)
+//! sleeps on that mailbox and forwards each message to the target worker's inbox. Idle workers
+//! sleep on their inbox, so an oversubscribed machine runs whoever has work. [`Delivery::Engine`] sends every
+//! message that way, to measure what the bypass saves.
+
+use crate::error::{Error, Rank, Result};
+use crate::timeout::Timeout;
+use crate::world::{SegId, World, MAX_SEGMENTS};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tiers_node::{Full, PcQueue, PcSender, Pool};
+
+/// An endpoint's global id.
+pub type EpId = usize;
+
+/// How messages between workers of one process travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Straight into the target worker's inbox (the default).
+    Bypass,
+    /// Through the progress engine, like messages to other processes.
+    Engine,
+}
+
+/// An object that receives messages.
+pub trait Endpoint: Send {
+    /// Called once on its worker before any message.
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<()>;
+    /// Handles a message from `from`; `data` is owned and may be sent on without a copy.
+    fn receive(&mut self, ctx: &mut Ctx<'_>, from: EpId, data: Vec<u8>) -> Result<()>;
+}
+
+struct Msg {
+    to: u32,
+    from: u32,
+    data: Vec<u8>,
+}
+
+/// Where endpoints live: endpoint `e` on slot `e % (ranks * workers)`.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    workers: usize,
+    slots: usize,
+}
+
+impl Layout {
+    fn home(&self, e: EpId) -> (Rank, usize) {
+        let s = e % self.slots;
+        (s / self.workers, s % self.workers)
+    }
+}
+
+/// The segment holding the global count of finished endpoints (at rank 0).
+const DONE_SEG: SegId = SegId(MAX_SEGMENTS - 1);
+const HEADER: usize = 8;
+/// A message that only wakes its worker.
+const WAKE: u32 = u32::MAX;
+/// How long an idle worker or progress thread sleeps before it re-checks for the end.
+const SLEEP: Duration = Duration::from_millis(1);
+/// How long an idle worker polls its inbox before it sleeps.
+const POLL: Duration = Duration::from_micros(20);
+
+struct Shared<'w> {
+    world: &'w World,
+    layout: Layout,
+    delivery: Delivery,
+    total: usize,
+}
+
+impl Shared<'_> {
+    fn finished(&self) -> Result<bool> {
+        Ok(self.world.atomic_fetch_add(DONE_SEG, 0, 0, 0)? >= self.total as u64)
+    }
+}
+
+/// What a handler can do: send messages, declare itself finished.
+pub struct Ctx<'a> {
+    sh: &'a Shared<'a>,
+    worker: usize,
+    senders: &'a mut [PcSender<Msg>],
+    me: EpId,
+}
+
+/// Pushes into an inbox and wakes its worker if it sleeps.
+fn push(s: &mut PcSender<Msg>, mut m: Msg) {
+    loop {
+        match s.push_notify(m) {
+            Ok(()) => return,
+            Err(Full(back)) => {
+                m = back;
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// This endpoint.
+    pub fn id(&self) -> EpId {
+        self.me
+    }
+
+    /// Number of endpoints.
+    pub fn total(&self) -> usize {
+        self.sh.total
+    }
+
+    /// The worker (of this rank) running the handler.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// Sends `data` to endpoint `to`: by pointer into the target worker's inbox when it is in
+    /// this process, through the engine otherwise.
+    pub fn send(&mut self, to: EpId, data: Vec<u8>) -> Result<()> {
+        if to >= self.sh.total {
+            return Err(Error::NoSuchRank {
+                rank: to,
+                size: self.sh.total,
+            });
+        }
+        let (rank, worker) = self.sh.layout.home(to);
+        if rank == self.sh.world.rank() && self.sh.delivery == Delivery::Bypass {
+            let msg = Msg {
+                to: to as u32,
+                from: self.me as u32,
+                data,
+            };
+            push(&mut self.senders[worker], msg);
+            return Ok(());
+        }
+        let mut out = Vec::with_capacity(HEADER + data.len());
+        out.extend_from_slice(&(to as u32).to_le_bytes());
+        out.extend_from_slice(&(self.me as u32).to_le_bytes());
+        out.extend_from_slice(&data);
+        // The target rank's progress thread always drains its mailbox, so waiting is safe.
+        self.sh.world.passive_send(rank, &out, Timeout::Block)
+    }
+
+    /// Declares this endpoint finished; the run ends when all are.
+    pub fn finish(&mut self) -> Result<()> {
+        let before = self.sh.world.atomic_fetch_add(DONE_SEG, 0, 0, 1)?;
+        if before + 1 == self.sh.total as u64 {
+            // Wake the sleeping workers of this rank; the others notice within a sleep slice.
+            for s in self.senders.iter_mut() {
+                push(
+                    s,
+                    Msg {
+                        to: WAKE,
+                        from: 0,
+                        data: Vec::new(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The progress engine of a rank: sleeps on the rank's mailbox (woken by senders) and moves
+/// every message into the inbox of its target's worker, until `stop`.
+fn progress_thread(
+    sh: &Shared<'_>,
+    mut senders: Vec<PcSender<Msg>>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let mut buf = vec![0u8; sh.world.passive_max()];
+    while !stop.load(Ordering::Acquire) {
+        match sh.world.passive_receive(&mut buf, Timeout::After(SLEEP)) {
+            Ok((_, len)) if len >= HEADER => {
+                let to = u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes"));
+                let from = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
+                let (_, worker) = sh.layout.home(to as usize);
+                let data = buf[HEADER..len].to_vec();
+                push(&mut senders[worker], Msg { to, from, data });
+            }
+            Ok(_) | Err(Error::Timeout) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+type Parts = (PcQueue<Msg>, Vec<PcSender<Msg>>);
+
+/// Runs `total` endpoints made by `make` over the workers of `pool` on every rank of `world`
+/// (collective), until every endpoint has called [`Ctx::finish`].
+pub fn run<E: Endpoint>(
+    world: &World,
+    pool: &Pool,
+    total: usize,
+    delivery: Delivery,
+    make: impl Fn(EpId) -> E + Sync,
+) -> Result<()> {
+    let workers = pool.threads();
+    let layout = Layout {
+        workers,
+        slots: world.size() * workers,
+    };
+    let _done = world.segment(DONE_SEG, 8)?;
+    let sh = Shared {
+        world,
+        layout,
+        delivery,
+        total,
+    };
+    let inboxes: Vec<PcQueue<Msg>> = (0..workers)
+        .map(|_| PcQueue::with_max_producers(4096, workers + 1))
+        .collect();
+    let progress_senders: Vec<PcSender<Msg>> = inboxes.iter().map(|q| q.sender()).collect();
+    let senders: Vec<Vec<PcSender<Msg>>> = (0..workers)
+        .map(|_| inboxes.iter().map(|q| q.sender()).collect())
+        .collect();
+    let parts: Vec<Mutex<Option<Parts>>> = inboxes
+        .into_iter()
+        .zip(senders)
+        .map(|p| Mutex::new(Some(p)))
+        .collect();
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    let fail = |e: Error| {
+        let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+        f.get_or_insert(e);
+        // Let everyone stop: count the rest as finished.
+        let _ = world.atomic_fetch_add(DONE_SEG, 0, 0, total as u64);
+    };
+    let stop = AtomicBool::new(false);
+    // The progress thread is only needed when messages may come through the engine.
+    let engine_used = world.size() > 1 || delivery == Delivery::Engine;
+    std::thread::scope(|s| {
+        if engine_used {
+            let (sh, stop, fail) = (&sh, &stop, &fail);
+            s.spawn(move || {
+                if let Err(e) = progress_thread(sh, progress_senders, stop) {
+                    fail(e);
+                }
+            });
+        }
+        pool.spmd(|w| {
+            let i = w.index();
+            let (mut q, mut senders) = parts[i]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .expect("one worker per part");
+            if let Err(e) = worker_loop(&sh, i, &mut q, &mut senders, &make) {
+                fail(e);
+            }
+        });
+        stop.store(true, Ordering::Release);
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    world.segment_delete(DONE_SEG, Timeout::Block)
+}
+
+fn worker_loop<E: Endpoint>(
+    sh: &Shared<'_>,
+    worker: usize,
+    q: &mut PcQueue<Msg>,
+    senders: &mut [PcSender<Msg>],
+    make: &(impl Fn(EpId) -> E + Sync),
+) -> Result<()> {
+    let rank = sh.world.rank();
+    let slot = rank * sh.layout.workers + worker;
+    let ids: Vec<EpId> = (slot..sh.total).step_by(sh.layout.slots).collect();
+    let mut eps: Vec<E> = ids.iter().map(|&e| make(e)).collect();
+    for (k, ep) in eps.iter_mut().enumerate() {
+        let mut ctx = Ctx {
+            sh,
+            worker,
+            senders,
+            me: ids[k],
+        };
+        ep.start(&mut ctx)?;
+    }
+    let mut batch: Vec<Msg> = Vec::with_capacity(64);
+    loop {
+        q.drain(64, |m| batch.push(m));
+        if batch.is_empty() {
+            if sh.finished()? {
+                return Ok(());
+            }
+            let t = Instant::now();
+            while q.is_empty() && t.elapsed() < POLL {
+                std::hint::spin_loop();
+            }
+            if q.is_empty() {
+                if let Some(m) = q.pop_timeout(SLEEP) {
+                    batch.push(m);
+                }
+            }
+        }
+        for m in batch.drain(..) {
+            if m.to == WAKE {
+                continue;
+            }
+            let k = m.to as usize / sh.layout.slots;
+            let mut ctx = Ctx {
+                sh,
+                worker,
+                senders,
+                me: m.to as usize,
+            };
+            eps[k].receive(&mut ctx, m.from as usize, m.data)?;
+        }
+    }
+}
