@@ -2,8 +2,9 @@
 """Peer for `tiers bench mds`: scikit-learn's SMACOF on the same matrix and start.
 
 Usage: smacof_sklearn.py MATRIX.npy START.npy ITERATIONS
+The benchmark runs it with one BLAS thread, to compare with tiers at one thread.
 Prints one JSON object: seconds, iterations, seconds_per_iteration, stress (raw, of the
-configuration entering the last iteration, as sklearn reports it), sklearn version.
+configuration after the last update, as scikit-learn 1.7+ reports it), sklearn version.
 Exits with status 3 when scikit-learn is not importable.
 """
 import json

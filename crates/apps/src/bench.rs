@@ -191,6 +191,9 @@ fn mds(opts: &Opts, a: &Rest) -> BenchResult {
             format!("mds: scikit-learn, N = {n}, {iters} iterations"),
         );
         let out = std::process::Command::new("python3")
+            .env("OMP_NUM_THREADS", "1")
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .env("MKL_NUM_THREADS", "1")
             .arg(script)
             .arg(&mp)
             .arg(&sp)
@@ -214,8 +217,8 @@ fn mds(opts: &Opts, a: &Rest) -> BenchResult {
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
                 let spi = v["seconds_per_iteration"].as_f64().unwrap_or(f64::NAN);
                 let sk_stress = v["stress"].as_f64().unwrap_or(f64::NAN);
-                // sklearn reports the stress of the configuration entering its last iteration.
-                let ours = mine.stress[iters.saturating_sub(1).min(mine.stress.len() - 1)].raw;
+                // scikit-learn (1.7+) reports the stress after its last update, σ(X_iters).
+                let ours = mine.stress[iters.min(mine.stress.len() - 1)].raw;
                 let row = report.push(
                     "scikit-learn",
                     &[("threads", json!(1)), ("size", json!(n))],

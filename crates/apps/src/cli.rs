@@ -162,6 +162,11 @@ pub struct ClusterArgs {
     /// Freezing limit on the mean membership uncertainty.
     #[arg(long, default_value_t = 0.002)]
     freezing: f64,
+    /// Cluster on δ^P instead of δ (P = 2 makes pairwise clustering of Euclidean data the
+    /// same as central clustering, which splits diffuse regions instead of peeling off tight
+    /// clusters first).
+    #[arg(long, default_value_t = 1.0)]
+    power: f64,
     /// The matrix is SPIDAL big-endian.
     #[arg(long)]
     big_endian: bool,
@@ -385,7 +390,10 @@ pub fn run(cmd: AppCommand) -> Res {
             )
         }
         AppCommand::Cluster(a) => {
-            let d = matrix::read(&a.input, a.big_endian, None)?;
+            let mut d = matrix::read(&a.input, a.big_endian, None)?;
+            if a.power != 1.0 {
+                d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+            }
             let p = pool(a.threads)?;
             let opts = ClusterOptions {
                 max_clusters: a.max_clusters,

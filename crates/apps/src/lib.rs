@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod compare;
 pub mod distance;
 pub mod fasta;
+mod kernel;
 pub mod matrix;
 pub mod mds;
 pub mod model;

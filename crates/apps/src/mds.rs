@@ -88,6 +88,12 @@ pub fn guttman_step(
     let n = delta.n;
     let b = block.max(1);
     let inv_n = 1.0 / n as f64;
+    // Coordinates by column (structure of arrays) for the vectorised 3-D kernel.
+    let soa = (dims == 3).then(|| {
+        let col = |c: usize| -> Vec<f64> { x.iter().skip(c).step_by(3).copied().collect() };
+        (col(0), col(1), col(2))
+    });
+    let run3 = crate::kernel::pick3();
     par_rows2(
         pool,
         next,
@@ -107,29 +113,24 @@ pub fn guttman_step(
                     let xi = &x[i * dims..(i + 1) * dims];
                     let a = &mut acc[li * dims..(li + 1) * dims];
                     let mut s = 0.0;
-                    if dims == 3 {
-                        // The common case, unrolled so the compiler keeps everything in registers.
-                        let (x0, x1, x2) = (xi[0], xi[1], xi[2]);
-                        let (mut a0, mut a1, mut a2) = (0.0, 0.0, 0.0);
-                        for (k, &dl) in drow.iter().enumerate() {
-                            let j = jb + k;
-                            let xj = &x[j * 3..j * 3 + 3];
-                            let (e0, e1, e2) = (x0 - xj[0], x1 - xj[1], x2 - xj[2]);
-                            let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
-                            let dl = f64::from(dl);
-                            if j != i {
-                                s += (dist - dl) * (dist - dl);
-                                if dist > 1e-12 {
-                                    let r = dl / dist;
-                                    a0 += r * e0;
-                                    a1 += r * e1;
-                                    a2 += r * e2;
-                                }
-                            }
+                    if let Some((xs, ys, zs)) = &soa {
+                        // The common case: the vectorised kernel over this column block.
+                        let r = run3(
+                            drow,
+                            &xs[jb..je],
+                            &ys[jb..je],
+                            &zs[jb..je],
+                            [xi[0], xi[1], xi[2]],
+                        );
+                        a[0] += r[0];
+                        a[1] += r[1];
+                        a[2] += r[2];
+                        s += r[3];
+                        if (jb..je).contains(&i) {
+                            // The kernel counted the diagonal's (0 − δ_ii)²; it is not a pair.
+                            let dii = f64::from(drow[i - jb]);
+                            s -= dii * dii;
                         }
-                        a[0] += a0;
-                        a[1] += a1;
-                        a[2] += a2;
                     } else {
                         for (k, &dl) in drow.iter().enumerate() {
                             let j = jb + k;
