@@ -14,9 +14,9 @@ pub(crate) use std::sync::atomic::{
 };
 
 #[cfg(loom)]
-pub(crate) use loom::sync::Arc;
+pub(crate) use loom::sync::{Arc, Mutex};
 #[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
+pub(crate) use std::sync::{Arc, Mutex};
 
 #[cfg(loom)]
 pub(crate) use loom::thread_local;

@@ -24,12 +24,20 @@ pub enum WaitPolicy {
 }
 
 /// PAUSE-spins before an adaptive waiter starts yielding (a few tens of microseconds).
+#[cfg(not(loom))]
 pub(crate) const AUTO_SPINS: u32 = 1 << 12;
+/// Under loom every spin is a scheduling point: one is enough to cover the spinning path.
+#[cfg(loom)]
+pub(crate) const AUTO_SPINS: u32 = 1;
 /// Spinning waiters yield once every this many polls, so that when threads outnumber cores
 /// the thread they wait for gets to run (a no-op cost when each thread has its core).
 pub(crate) const OVERSUBSCRIBED_YIELD: u32 = 1 << 14;
 /// Yields before an adaptive waiter goes to sleep.
+#[cfg(not(loom))]
 pub(crate) const AUTO_YIELDS: u32 = 8;
+/// Under loom, one yield before sleeping keeps the models small.
+#[cfg(loom)]
+pub(crate) const AUTO_YIELDS: u32 = 1;
 
 impl WaitPolicy {
     /// Whether a waiter under this policy may sleep in the kernel, so that whoever changes the
@@ -158,6 +166,32 @@ impl Signal {
                 futex::wait(&self.0, marked, None);
             }
         }
+    }
+}
+
+/// The crate-private `Signal` for the loom models in `tests/loom.rs`; it exists only under `--cfg loom`.
+#[cfg(loom)]
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct LoomSignal(Signal);
+
+#[cfg(loom)]
+impl LoomSignal {
+    /// `Signal::new`.
+    pub fn new(value: u32) -> Self {
+        LoomSignal(Signal::new(value))
+    }
+    /// `Signal::get`.
+    pub fn get(&self) -> u32 {
+        self.0.get()
+    }
+    /// `Signal::set`.
+    pub fn set(&self, value: u32, policy: WaitPolicy) {
+        self.0.set(value, policy)
+    }
+    /// `Signal::wait_until`.
+    pub fn wait_until(&self, policy: WaitPolicy, done: impl FnMut(u32) -> bool) -> u32 {
+        self.0.wait_until(policy, done)
     }
 }
 

@@ -150,10 +150,13 @@ unsafe impl RawLock for McsLock {
         // SAFETY: as in `lock`.
         let n = unsafe { &*node };
         n.next.store(ptr::null_mut(), Ordering::Relaxed);
+        // AcqRel, not just Acquire: a later `lock` finds our node through `tail` and writes its
+        // `next`; the Release half orders our reset of `next` (and the node's creation) before
+        // that write, or the reset could overwrite the successor's link and hang our unlock.
         match self.tail.compare_exchange(
             ptr::null_mut(),
             node as *mut Node,
-            Ordering::Acquire,
+            Ordering::AcqRel,
             Ordering::Relaxed,
         ) {
             Ok(_) => Some(McsToken { node, index }),

@@ -186,6 +186,11 @@ impl Backoff {
     /// Waits a little, longer each call; past a limit, gives the processor away.
     #[inline]
     pub(crate) fn snooze(&mut self) {
+        // Under loom a spin is a scheduling point already: one per call keeps models small.
+        if cfg!(loom) {
+            spin_hint();
+            return;
+        }
         if self.0 <= Self::SPIN_LIMIT {
             for _ in 0..1u32 << self.0 {
                 spin_hint();

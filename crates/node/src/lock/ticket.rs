@@ -66,7 +66,9 @@ unsafe impl RawLock for TicketLock {
 
     #[inline]
     fn try_lock(&self) -> Option<()> {
-        let now = self.serving.load(Ordering::Relaxed);
+        // Acquire: the previous holder's critical section is released through `serving`
+        // (the CAS on `next` only reads a Relaxed `fetch_add`, which publishes nothing).
+        let now = self.serving.load(Ordering::Acquire);
         self.next
             .compare_exchange(
                 now,

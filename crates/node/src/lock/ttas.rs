@@ -1,15 +1,29 @@
-//! Test-and-test-and-set with exponential back-off: waiters read the lock word (which stays in
-//! their cache while it is held) and only try the atomic swap when it looks free. Not fair: the
-//! releasing thread often takes it again while the line is still in its cache, which is why it
-//! is the fastest lock for a short, hot critical section.
+//! Test-and-test-and-set with exponential back-off, parking when the wait gets long.
+//!
+//! Waiters read the lock word (which stays in their cache while it is held) and only try the
+//! atomic swap when it looks free. Not fair: the releasing thread often takes the lock again
+//! while the line is still in its cache, which is why this is the fastest lock for a short,
+//! hot critical section. Every look a waiter takes pulls the line away from the holder, so the
+//! looks get rarer (exponential back-off) and, past a limit, the waiter sleeps on a futex: the
+//! holder then runs at uncontended speed and pays one wake-up per sleeping episode, not per
+//! release.
 
-use super::{Backoff, RawLock};
-use crate::sync::{AtomicBool, Ordering};
+use super::RawLock;
+use crate::futex;
+use crate::sync::{spin_hint, AtomicU32, Ordering};
 
-/// A test-and-test-and-set spin lock.
+/// Back-off rounds (2^0 .. 2^MAX_EXP pauses) before a waiter parks.
+const MAX_EXP: u32 = 9;
+
+/// A test-and-test-and-set lock that spins, then sleeps.
 #[derive(Debug)]
 pub struct TtasLock {
-    locked: AtomicBool,
+    /// 0 free, 1 held.
+    locked: AtomicU32,
+    /// Threads asleep (or about to sleep) on `locked`.
+    sleepers: AtomicU32,
+    /// A wake-up is in flight: later releases need not send another.
+    waking: AtomicU32,
 }
 
 impl TtasLock {
@@ -17,7 +31,9 @@ impl TtasLock {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         TtasLock {
-            locked: AtomicBool::new(false),
+            locked: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            waking: AtomicU32::new(0),
         }
     }
 
@@ -25,7 +41,47 @@ impl TtasLock {
     #[cfg(loom)]
     pub fn new() -> Self {
         TtasLock {
-            locked: AtomicBool::new(false),
+            locked: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            waking: AtomicU32::new(0),
+        }
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        for exp in 0..=MAX_EXP {
+            while self.locked.load(Ordering::Relaxed) != 0 {
+                for _ in 0..1u32 << exp {
+                    spin_hint();
+                }
+                if cfg!(loom) {
+                    break;
+                }
+            }
+            if self.locked.swap(1, Ordering::Acquire) == 0 {
+                return;
+            }
+        }
+        loop {
+            // Announce, then look once more: a release either sees us in `sleepers` and wakes
+            // us, or happened before our swap, which then finds the lock free (SeqCst order).
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if self.locked.swap(1, Ordering::SeqCst) == 0 {
+                self.sleepers.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+            futex::wait(&self.locked, 1, None);
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+            self.waking.store(0, Ordering::Release);
+            // A short spin before sleeping again: the holder may be about to release.
+            for _ in 0..64 {
+                if self.locked.load(Ordering::Relaxed) == 0
+                    && self.locked.swap(1, Ordering::Acquire) == 0
+                {
+                    return;
+                }
+                spin_hint();
+            }
         }
     }
 }
@@ -36,36 +92,36 @@ impl Default for TtasLock {
     }
 }
 
-// SAFETY: the lock is held by whoever swapped `locked` from false to true (Acquire), until it
-// stores false (Release).
+// SAFETY: the lock is held by whoever swapped `locked` from 0 to 1 (Acquire or SeqCst), until
+// it swaps it back to 0 (SeqCst, which includes Release).
 unsafe impl RawLock for TtasLock {
     type Token = ();
     const NAME: &'static str = "ttas";
 
     #[inline]
     fn lock(&self) {
-        if !self.locked.swap(true, Ordering::Acquire) {
-            return;
-        }
-        let mut backoff = Backoff::new();
-        loop {
-            while self.locked.load(Ordering::Relaxed) {
-                backoff.snooze();
-            }
-            if !self.locked.swap(true, Ordering::Acquire) {
-                return;
-            }
+        if self.locked.swap(1, Ordering::Acquire) != 0 {
+            self.lock_slow();
         }
     }
 
     #[inline]
     fn try_lock(&self) -> Option<()> {
-        (!self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire))
+        (self.locked.load(Ordering::Relaxed) == 0 && self.locked.swap(1, Ordering::Acquire) == 0)
             .then_some(())
     }
 
     #[inline]
     unsafe fn unlock(&self, _token: ()) {
-        self.locked.store(false, Ordering::Release);
+        self.locked.swap(0, Ordering::SeqCst);
+        // One wake-up in flight at a time: the woken thread clears `waking` when it runs. A wake
+        // that found nobody asleep yet (a waiter between announcing and sleeping) clears it
+        // here, so the next release tries again.
+        if self.sleepers.load(Ordering::SeqCst) != 0
+            && self.waking.swap(1, Ordering::AcqRel) == 0
+            && futex::wake_count(&self.locked, 1) == 0
+        {
+            self.waking.store(0, Ordering::Release);
+        }
     }
 }

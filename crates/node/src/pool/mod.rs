@@ -31,7 +31,12 @@ std::thread_local! {
     static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
 }
 
-static NEXT_POOL_ID: AtomicUsize = AtomicUsize::new(1);
+/// The bits of an epoch number (a `Signal` holds 31).
+const EPOCH_MASK: u32 = (1 << 31) - 1;
+
+/// Pool ids only tell pools apart, so this counter is never model-checked: it is a plain std
+/// atomic in every build (loom's atomics cannot be built in a `static`).
+static NEXT_POOL_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 /// The index of the calling thread in the pool it is working for, if any.
 pub fn current_worker() -> Option<usize> {
@@ -173,7 +178,7 @@ struct Inner {
 impl Inner {
     fn new(n: usize, wait: WaitPolicy, barrier: BarrierKind, cpus: &[usize]) -> Inner {
         Inner {
-            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             n,
             wait,
             epoch: CachePadded::new(Signal::new(0)),
@@ -188,8 +193,15 @@ impl Inner {
 
     /// Publishes a new epoch; waiters may be asleep whatever the policy (suspension), so this
     /// always uses the waking form.
-    fn bump(&self) -> u32 {
-        let e = self.epoch.get().wrapping_add(1);
+    ///
+    /// Region epochs are odd and control epochs even. A worker must not decide "region or
+    /// control" from `job` alone: a region's caller stores `job` before bumping, so a worker
+    /// that has just seen a control epoch could read the next region's job early, run it, and
+    /// then run it again when it sees that region's own epoch.
+    fn bump(&self, region: bool) -> u32 {
+        // The next even number after the current epoch (Signal values are 31 bits), plus one
+        // for a region.
+        let e = ((self.epoch.get() | 1).wrapping_add(1) | region as u32) & EPOCH_MASK;
         self.epoch.set(e, WaitPolicy::Park);
         e
     }
@@ -323,7 +335,7 @@ impl Pool {
             return;
         }
         self.inner.stop.store(true, Ordering::Release);
-        self.inner.bump();
+        self.inner.bump(false);
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
@@ -335,14 +347,14 @@ impl Pool {
     pub fn suspend(&self) {
         let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
         self.inner.suspended.store(true, Ordering::Release);
-        self.inner.bump();
+        self.inner.bump(false);
     }
 
     /// Ends a [`Pool::suspend`]: idle workers wait under the pool's policy again.
     pub fn resume(&self) {
         let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
         self.inner.suspended.store(false, Ordering::Release);
-        self.inner.bump();
+        self.inner.bump(false);
     }
 
     /// Whether the pool is suspended.
@@ -382,7 +394,7 @@ impl Pool {
         inner
             .job
             .store(&job as *const &Job<'_> as *mut (), Ordering::Relaxed);
-        let e = inner.bump();
+        let e = inner.bump(true);
 
         let prev = CURRENT.with(|c| c.replace(Some((inner.id, 0))));
         let mine = catch_unwind(AssertUnwindSafe(|| f(&Worker { index: 0, inner })));
@@ -543,9 +555,14 @@ fn worker_main(inner: Arc<Inner>, index: usize, cpu: Option<usize>, first_epoch:
         if inner.stop.load(Ordering::Acquire) {
             return;
         }
+        if e & 1 == 0 {
+            continue; // a control event (stop was checked above)
+        }
+        // Epoch e is a region: its caller stored `job` before the bump we acquired, and keeps it
+        // until we report e done, so this is that region's job.
         let job = inner.job.load(Ordering::Relaxed) as *const &Job<'_>;
         if job.is_null() {
-            continue; // a control event
+            continue;
         }
         // SAFETY: the region's caller keeps the closure (and the reference to it) alive until
         // we set done[index] below; see `Pool::spmd`.

@@ -3,7 +3,7 @@
 use super::spsc::Ring;
 use super::Full;
 use crate::futex;
-use crate::sync::{fence, spin_hint, Arc, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{fence, spin_hint, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
 use std::time::{Duration, Instant};
 
 struct Shared<T> {
@@ -12,7 +12,7 @@ struct Shared<T> {
     count: AtomicUsize,
     capacity: usize,
     /// Serialises registration (rare; never on the message path).
-    register: std::sync::Mutex<()>,
+    register: Mutex<()>,
     /// Bumped by notifying senders; the consumer sleeps on it.
     bell: AtomicU32,
     /// The consumer is (about to be) asleep.
@@ -77,7 +77,7 @@ impl<T: Send> PcQueue<T> {
                     .collect(),
                 count: AtomicUsize::new(0),
                 capacity,
-                register: std::sync::Mutex::new(()),
+                register: Mutex::new(()),
                 bell: AtomicU32::new(0),
                 sleeping: AtomicU32::new(0),
                 _rings: core::marker::PhantomData,
