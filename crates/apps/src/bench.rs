@@ -155,28 +155,30 @@ fn mds(opts: &Opts, a: &Rest) -> BenchResult {
         let d = mixture_matrix(n, 7);
         let start = random_start(n, 3, 1);
         let mut times = Vec::new();
-        for (t, pool) in &pools {
-            progress(opts, format!("mds: N = {n}, {t} threads"));
-            let mut x = start.clone();
-            let mut next = vec![0.0; n * 3];
-            let mut rs = vec![0.0; n];
-            let r = compare(
-                opts.min_time,
-                &mut [Candidate::new("tiers", |k| {
+        // One candidate per thread count, measured in alternating rounds so that the load of
+        // a shared machine falls on all of them alike.
+        progress(opts, format!("mds: N = {n}, threads {:?}", opts.threads));
+        let mut cands: Vec<Candidate<'_>> = pools
+            .iter()
+            .map(|(t, pool)| {
+                let (d, mut x) = (&d, start.clone());
+                let mut next = vec![0.0; n * 3];
+                let mut rs = vec![0.0; n];
+                Candidate::new(format!("{t}"), move |k| {
                     let t0 = Instant::now();
                     for _ in 0..k {
-                        guttman_step(pool, &d, &x, &mut next, 3, 64, &mut rs);
+                        guttman_step(pool, d, &x, &mut next, 3, 64, &mut rs);
                         std::mem::swap(&mut x, &mut next);
                     }
                     t0.elapsed()
-                })],
-            );
-            report.push(
-                "tiers",
-                &[("threads", json!(t)), ("size", json!(n))],
-                r[0].0,
-            );
-            times.push((*t, r[0].0));
+                })
+            })
+            .collect();
+        let r = compare(opts.min_time, &mut cands);
+        drop(cands);
+        for ((t, _), (v, _)) in pools.iter().zip(&r) {
+            report.push("tiers", &[("threads", json!(t)), ("size", json!(n))], *v);
+            times.push((*t, *v));
         }
         efficiency(&mut report, "tiers", &times);
         // scikit-learn on the same matrix and start, for `iters` iterations.
@@ -274,26 +276,33 @@ fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
             })
             .collect();
         let mut times = Vec::new();
-        for (t, pool) in &pools {
-            progress(opts, format!("cluster: N = {n}, K = {k}, {t} threads"));
-            let mut m = m0.clone();
-            let (mut s, mut eps) = (Vec::new(), Vec::new());
-            let r = compare(
-                opts.min_time,
-                &mut [Candidate::new("tiers", |iters| {
+        progress(
+            opts,
+            format!("cluster: N = {n}, K = {k}, threads {:?}", opts.threads),
+        );
+        let mut cands: Vec<Candidate<'_>> = pools
+            .iter()
+            .map(|(t, pool)| {
+                let (d, mut m) = (&d, m0.clone());
+                let (mut s, mut eps) = (Vec::new(), Vec::new());
+                Candidate::new(format!("{t}"), move |iters| {
                     let t0 = Instant::now();
                     for _ in 0..iters {
-                        em_step(pool, &d, &mut m, k, 5.0, &mut s, &mut eps, false);
+                        em_step(pool, d, &mut m, k, 5.0, &mut s, &mut eps, false);
                     }
                     t0.elapsed()
-                })],
-            );
+                })
+            })
+            .collect();
+        let r = compare(opts.min_time, &mut cands);
+        drop(cands);
+        for ((t, _), (v, _)) in pools.iter().zip(&r) {
             report.push(
                 "tiers",
                 &[("threads", json!(t)), ("size", json!(n)), ("k", json!(k))],
-                r[0].0,
+                *v,
             );
-            times.push((*t, r[0].0));
+            times.push((*t, *v));
         }
         efficiency(&mut report, "tiers", &times);
     }
@@ -331,27 +340,36 @@ fn distances(opts: &Opts, a: &Rest) -> BenchResult {
             .collect();
         let pairs = (n * (n - 1) / 2) as f64;
         let mut times = Vec::new();
-        for (t, pool) in &pools {
-            progress(
-                opts,
-                format!("distances: {} N = {n}, {t} threads", metric.name()),
-            );
-            let r = compare(
-                opts.min_time,
-                &mut [Candidate::new("tiers", |iters| {
+        progress(
+            opts,
+            format!(
+                "distances: {} N = {n}, threads {:?}",
+                metric.name(),
+                opts.threads
+            ),
+        );
+        let mut cands: Vec<Candidate<'_>> = pools
+            .iter()
+            .map(|(t, pool)| {
+                let s = &s;
+                Candidate::new(format!("{t}"), move |iters| {
                     let t0 = Instant::now();
                     for _ in 0..iters {
-                        std::hint::black_box(pairwise(pool, &s, metric).expect("distances"));
+                        std::hint::black_box(pairwise(pool, s, metric).expect("distances"));
                     }
                     t0.elapsed()
-                })],
-            );
+                })
+            })
+            .collect();
+        let r = compare(opts.min_time, &mut cands);
+        drop(cands);
+        for ((t, _), (v, _)) in pools.iter().zip(&r) {
             report.push(
                 &format!("tiers-{}", metric.name()),
                 &[("threads", json!(t)), ("size", json!(n))],
-                pairs / r[0].0,
+                pairs / *v,
             );
-            times.push((*t, r[0].0));
+            times.push((*t, *v));
         }
         efficiency(&mut report, &format!("tiers-{}", metric.name()), &times);
     }

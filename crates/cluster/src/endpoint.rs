@@ -67,7 +67,7 @@ const WAKE: u32 = u32::MAX;
 /// How long an idle worker or progress thread sleeps before it re-checks for the end.
 const SLEEP: Duration = Duration::from_millis(1);
 /// How long an idle worker polls its inbox before it sleeps.
-const POLL: Duration = Duration::from_micros(20);
+const POLL: Duration = Duration::from_micros(50);
 
 struct Shared<'w> {
     world: &'w World,

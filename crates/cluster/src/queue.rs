@@ -62,6 +62,7 @@ impl<'w> Queue<'w> {
         self.world.posted[self.q].load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn reserve(&self, k: usize) -> Result<()> {
         let c = &self.world.posted[self.q];
         let old = c.fetch_add(k, Ordering::Relaxed);
@@ -75,6 +76,7 @@ impl<'w> Queue<'w> {
         Ok(())
     }
 
+    #[inline]
     fn post(&self, k: usize, f: impl FnOnce() -> Result<()>) -> Result<()> {
         self.reserve(k)?;
         let r = f();
@@ -112,6 +114,7 @@ impl<'w> Queue<'w> {
     }
 
     /// Posts a write described by `t`.
+    #[inline]
     pub fn write_t(&self, t: &Transfer) -> Result<()> {
         self.check(t)?;
         self.post(1, || self.world.engine.write(self.q, t))

@@ -132,6 +132,7 @@ impl Builder {
     /// Wraps an engine (for engines outside this crate).
     pub fn wrap(&self, engine: Box<dyn Engine>) -> World {
         World {
+            size: engine.size(),
             engine,
             depth: self.queue_depth,
             posted: (0..QUEUES).map(|_| AtomicUsize::new(0)).collect(),
@@ -174,6 +175,8 @@ pub struct World {
     pub(crate) engine: Box<dyn Engine>,
     pub(crate) depth: usize,
     pub(crate) posted: Box<[AtomicUsize]>,
+    /// Cached: checked on every remote access.
+    size: usize,
 }
 
 impl World {
@@ -182,8 +185,9 @@ impl World {
         self.engine.rank()
     }
     /// Number of ranks.
+    #[inline]
     pub fn size(&self) -> usize {
-        self.engine.size()
+        self.size
     }
     /// Rank among the ranks of this host.
     pub fn local_rank(&self) -> usize {
@@ -202,6 +206,7 @@ impl World {
         &*self.engine
     }
 
+    #[inline]
     pub(crate) fn check_rank(&self, rank: Rank) -> Result<()> {
         if rank >= self.size() {
             return Err(Error::NoSuchRank {

@@ -4,28 +4,55 @@ use serde_json::Value;
 use std::process::Command;
 
 fn tiers(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tiers")).args(args).output().expect("tiers runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args(args)
+        .output()
+        .expect("tiers runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn bench_json(name: &str, threads: &str) -> Value {
-    let (ok, out, err) = tiers(&["bench", name, "--threads", threads, "--min-time", "0.01", "--json"]);
+    let (ok, out, err) = tiers(&[
+        "bench",
+        name,
+        "--threads",
+        threads,
+        "--min-time",
+        "0.01",
+        "--json",
+    ]);
     assert!(ok, "tiers bench {name} failed: {err}");
-    assert!(err.contains("[tiers bench]"), "progress goes to stderr: {err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON from {name}: {e}\n{out}"));
+    assert!(
+        err.contains("[tiers bench]"),
+        "progress goes to stderr: {err}"
+    );
+    let v: Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON from {name}: {e}\n{out}"));
     assert_eq!(v["bench"], name);
     assert!(v["unit"].is_string());
     assert!(v["lower_is_better"].is_boolean());
     assert!(v["machine"]["hw_threads"].as_u64().unwrap() >= 1);
     for r in v["results"].as_array().unwrap() {
         let x = r["value"].as_f64().unwrap_or(f64::NAN);
-        assert!(x.is_finite() && x > 0.0, "{name}: row {r} has no positive value");
+        assert!(
+            x.is_finite() && x > 0.0,
+            "{name}: row {r} has no positive value"
+        );
     }
     v
 }
 
 fn impls(v: &Value) -> Vec<String> {
-    v["results"].as_array().unwrap().iter().map(|r| r["impl"].as_str().unwrap().to_string()).collect()
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["impl"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -45,39 +72,86 @@ fn topo_text_and_json_agree() {
 fn barrier_bench_has_every_tiers_barrier_and_the_rust_peer() {
     let v = bench_json("barrier", "2");
     let names = impls(&v);
-    for want in ["tiers-active", "tiers-passive", "tiers-relaxed", "tiers-hier", "tiers-adaptive", "std"] {
-        assert!(names.iter().any(|n| n == want), "missing {want} in {names:?}");
+    for want in [
+        "tiers-active",
+        "tiers-passive",
+        "tiers-relaxed",
+        "tiers-hier",
+        "tiers-adaptive",
+        "std",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "missing {want} in {names:?}"
+        );
     }
     // C peers are there exactly when the build found a compiler; otherwise a note says so.
     let notes = v["notes"].to_string();
     assert!(names.iter().any(|n| n == "pthread") || notes.contains("pthread"));
     assert!(names.iter().any(|n| n == "openmp") || notes.contains("openmp"));
-    assert!(v["results"].as_array().unwrap().iter().all(|r| r["threads"] == 2));
+    assert!(v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["threads"] == 2));
 }
 
 #[test]
 fn lock_queue_private_alloc_benches_run() {
     let l = impls(&bench_json("lock", "2"));
-    for want in ["tiers-ticket", "tiers-mcs", "tiers-ttas", "std", "parking_lot"] {
+    for want in [
+        "tiers-ticket",
+        "tiers-mcs",
+        "tiers-ttas",
+        "std",
+        "parking_lot",
+    ] {
         assert!(l.iter().any(|n| n == want), "lock: missing {want}");
     }
     let q = bench_json("queue", "1,2");
     let qi = impls(&q);
-    for want in ["tiers", "std-mpsc", "crossbeam-channel", "crossbeam-segqueue"] {
+    for want in [
+        "tiers",
+        "std-mpsc",
+        "crossbeam-channel",
+        "crossbeam-segqueue",
+    ] {
         assert!(qi.iter().any(|n| n == want), "queue: missing {want}");
     }
-    assert!(q["results"].as_array().unwrap().iter().any(|r| r["producers"] == 2));
+    assert!(q["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["producers"] == 2));
     let p = impls(&bench_json("private", "1"));
-    assert_eq!(p, vec!["array", "tiers-padded", "thread-local", "tiers-local"]);
+    assert_eq!(
+        p,
+        vec!["array", "tiers-padded", "thread-local", "tiers-local"]
+    );
     let a = bench_json("alloc", "1");
-    assert!(a["results"].as_array().unwrap().iter().any(|r| r["impl"] == "mimalloc" && r["size"] == 16));
+    assert!(a["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["impl"] == "mimalloc" && r["size"] == 16));
 }
 
 #[test]
 fn table_output_and_errors() {
-    let (ok, out, _) = tiers(&["bench", "private", "--threads", "1", "--min-time", "0.01", "--quiet"]);
+    let (ok, out, _) = tiers(&[
+        "bench",
+        "private",
+        "--threads",
+        "1",
+        "--min-time",
+        "0.01",
+        "--quiet",
+    ]);
     assert!(ok);
-    assert!(out.contains("private (ns, lower is better)") && out.contains("ratio"), "{out}");
+    assert!(
+        out.contains("private (ns, lower is better)") && out.contains("ratio"),
+        "{out}"
+    );
     let (ok, _, err) = tiers(&["bench", "nonesuch"]);
     assert!(!ok);
     assert!(err.contains("unknown benchmark \"nonesuch\""), "{err}");

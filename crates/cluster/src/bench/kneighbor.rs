@@ -15,7 +15,7 @@ use tiers_bench::{median, progress, Opts, Report};
 use tiers_node::Pool;
 
 const K: usize = 3;
-const ELEMENTS: usize = 8;
+const ELEMENTS: usize = 64;
 const SIZES: &[usize] = &[16, 256, 4096, 16384];
 const REQ: u8 = 1;
 const REP: u8 = 2;
@@ -100,37 +100,23 @@ fn measure(w: &World, pool: &Pool, d: Delivery, size: usize, min_time: f64) -> R
     Ok(median(&v))
 }
 
-pub(super) fn run(opts: &Opts, _rest: &[String]) -> BenchResult {
-    let mut report = Report::new("kneighbor", "us/step", true);
-    let w = crate::Builder::new().local(1)?.remove(0);
-    let pool = Pool::builder().threads(2).build()?;
-    let mut rows: Vec<(String, usize, f64)> = Vec::new();
-    for &size in SIZES {
-        progress(
-            opts,
-            format!("kneighbor {size} B: tiers-smp, tiers-smp-nobypass"),
-        );
-        rows.push((
-            "tiers-smp".into(),
-            size,
-            measure(&w, &pool, Delivery::Bypass, size, opts.min_time)?,
-        ));
-        rows.push((
-            "tiers-smp-nobypass".into(),
-            size,
-            measure(&w, &pool, Delivery::Engine, size, opts.min_time)?,
-        ));
-    }
-    drop(pool);
-    progress(opts, "kneighbor: tiers-process (2 processes)");
-    let out = std::env::temp_dir().join(format!("tiers-kneighbor-{}.json", std::process::id()));
+/// Rounds of the whole comparison; each value is the median over rounds, so that a noisy
+/// phase of a shared machine does not land on one implementation only.
+const ROUNDS: usize = 3;
+
+fn process_round(opts: &Opts) -> BenchResult<Vec<f64>> {
+    let out = std::env::temp_dir().join(format!(
+        "tiers-kneighbor-{}-{}.json",
+        std::process::id(),
+        crate::engine::shm::new_job_id()
+    ));
     let exe = std::env::current_exe()?;
     let mut job = Job::new(2, exe).args([
         "bench".to_string(),
         "kneighbor-rank".into(),
         "--quiet".into(),
         "--min-time".into(),
-        opts.min_time.to_string(),
+        (opts.min_time / ROUNDS as f64).to_string(),
     ]);
     job.env.push((OUT_ENV.into(), out.display().to_string()));
     let res = job.run()?;
@@ -139,23 +125,42 @@ pub(super) fn run(opts: &Opts, _rest: &[String]) -> BenchResult {
     if !res.success() {
         return Err(format!("kneighbor ranks failed: {:?}", res.ends).into());
     }
-    let per: Vec<f64> = serde_json::from_str(&text?)?;
-    for (&size, v) in SIZES.iter().zip(per) {
-        rows.push(("tiers-process".into(), size, v));
+    Ok(serde_json::from_str(&text?)?)
+}
+
+pub(super) fn run(opts: &Opts, _rest: &[String]) -> BenchResult {
+    let mut report = Report::new("kneighbor", "us/step", true);
+    let w = crate::Builder::new().local(1)?.remove(0);
+    let pool = Pool::builder().threads(2).build()?;
+    let imps = ["tiers-smp", "tiers-smp-nobypass", "tiers-process"];
+    // samples[imp][size] over rounds
+    let mut samples = vec![vec![Vec::new(); SIZES.len()]; imps.len()];
+    let t = opts.min_time / ROUNDS as f64;
+    for round in 0..ROUNDS {
+        progress(opts, format!("kneighbor round {}/{ROUNDS}", round + 1));
+        for (j, &size) in SIZES.iter().enumerate() {
+            samples[0][j].push(measure(&w, &pool, Delivery::Bypass, size, t)?);
+            samples[1][j].push(measure(&w, &pool, Delivery::Engine, size, t)?);
+        }
+        for (j, v) in process_round(opts)?
+            .into_iter()
+            .enumerate()
+            .take(SIZES.len())
+        {
+            samples[2][j].push(v);
+        }
     }
-    for &size in SIZES {
-        for (imp, s, v) in &rows {
-            if *s == size {
-                report.push(
-                    imp,
-                    &[("bytes", json!(size)), ("elements", json!(ELEMENTS))],
-                    *v,
-                );
-            }
+    for (j, &size) in SIZES.iter().enumerate() {
+        for (i, imp) in imps.iter().enumerate() {
+            report.push(
+                imp,
+                &[("bytes", json!(size)), ("elements", json!(ELEMENTS))],
+                median(&samples[i][j]),
+            );
         }
     }
     report.note(format!(
-        "k = {K}, {ELEMENTS} elements round-robin on 2 workers; smp: one process, 2 worker threads; process: 2 processes of one worker, over shm"
+        "k = {K}, {ELEMENTS} elements round-robin on 2 workers; smp: one process, 2 worker threads; process: 2 processes of one worker, over shm; median of {ROUNDS} rounds"
     ));
     Ok(report)
 }

@@ -32,7 +32,7 @@ pub const BENCHES: &[(&str, &str)] = &[
     ),
 ];
 
-type BenchResult = Result<Report, Box<dyn Error>>;
+type BenchResult<T = Report> = Result<T, Box<dyn Error>>;
 
 /// Runs cluster benchmark `name`; `None` if it is not one. Ranks other than 0 take part and
 /// then exit the process quietly (only rank 0 reports).
