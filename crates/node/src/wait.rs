@@ -29,9 +29,13 @@ pub(crate) const AUTO_SPINS: u32 = 1 << 12;
 /// Under loom every spin is a scheduling point: one is enough to cover the spinning path.
 #[cfg(loom)]
 pub(crate) const AUTO_SPINS: u32 = 1;
-/// Spinning waiters yield once every this many polls, so that when threads outnumber cores
-/// the thread they wait for gets to run (a no-op cost when each thread has its core).
-pub(crate) const OVERSUBSCRIBED_YIELD: u32 = 1 << 14;
+/// Spinning waiters yield about every 10 µs, so that when threads outnumber cores the thread
+/// they wait for gets to run within a few yields instead of a scheduler tick; when each thread
+/// has its core a yield with nothing else runnable is a short syscall (well under 1% here).
+/// Polls between yields under `WaitPolicy::Spin` (a poll is a few ns).
+pub(crate) const SPIN_YIELD_EVERY: u32 = 1 << 12;
+/// Polls between yields under `WaitPolicy::Pause` (a PAUSE is tens of ns on recent x86).
+pub(crate) const PAUSE_YIELD_EVERY: u32 = 1 << 8;
 /// Yields before an adaptive waiter goes to sleep.
 #[cfg(not(loom))]
 pub(crate) const AUTO_YIELDS: u32 = 8;
@@ -109,7 +113,7 @@ impl Signal {
                         return v;
                     }
                     i = i.wrapping_add(1);
-                    if i % OVERSUBSCRIBED_YIELD == 0 {
+                    if i % SPIN_YIELD_EVERY == 0 {
                         yield_now();
                     }
                 }
@@ -123,7 +127,7 @@ impl Signal {
                         return v;
                     }
                     i = i.wrapping_add(1);
-                    if i % OVERSUBSCRIBED_YIELD == 0 {
+                    if i % PAUSE_YIELD_EVERY == 0 {
                         yield_now();
                     }
                 }
