@@ -384,48 +384,77 @@ fn render_bench(opts: &Opts, a: &Rest) -> BenchResult {
         max_iter: a.usize("max-iter", 1000)? as u32,
         ..Default::default()
     };
-    let mut sums = Vec::new();
-    for sched in [TileSchedule::Static, TileSchedule::Dynamic] {
-        let imp = format!(
-            "tiers-{}",
-            if sched == TileSchedule::Static {
-                "static"
-            } else {
-                "dynamic"
-            }
-        );
-        let mut times = Vec::new();
-        for (t, pool) in &pools {
-            progress(opts, format!("render: {imp}, {t} threads"));
-            let mut sum = 0;
-            let r = compare(
-                opts.min_time,
-                &mut [Candidate::new(imp.clone(), |iters| {
-                    let mut d = Duration::ZERO;
-                    for _ in 0..iters {
-                        let img = render(pool, &spec, sched);
-                        sum = img.checksum();
-                        d += Duration::from_secs_f64(img.seconds);
-                    }
-                    d
-                })],
-            );
-            sums.push(sum);
-            report.push(
-                &imp,
-                &[("threads", json!(t)), ("tile", json!(spec.tile))],
-                r[0].0,
-            );
-            times.push((*t, r[0].0));
+    let name = |sched: TileSchedule| {
+        if sched == TileSchedule::Static {
+            "tiers-static"
+        } else {
+            "tiers-dynamic"
         }
-        // Efficiency against the 1-thread run of either schedule (they are the same work).
-        efficiency(&mut report, &imp, &times);
+    };
+    progress(
+        opts,
+        format!(
+            "render: static and dynamic tiles, threads {:?}, alternating",
+            opts.threads
+        ),
+    );
+    // Every (schedule, thread count) pair is one candidate, measured in alternating rounds so
+    // that the load of a shared machine falls on all of them alike.
+    let configs: Vec<(TileSchedule, usize, &Pool)> = [TileSchedule::Static, TileSchedule::Dynamic]
+        .into_iter()
+        .flat_map(|sched| pools.iter().map(move |(t, pool)| (sched, *t, pool)))
+        .collect();
+    let sums: Vec<std::cell::Cell<u64>> = configs.iter().map(|_| Default::default()).collect();
+    let busy: Vec<std::cell::RefCell<Vec<f64>>> =
+        configs.iter().map(|_| Default::default()).collect();
+    let mut cands: Vec<Candidate<'_>> = configs
+        .iter()
+        .zip(sums.iter().zip(&busy))
+        .map(|(&(sched, t, pool), (sum, busy))| {
+            let spec = &spec;
+            Candidate::new(format!("{}-{t}", name(sched)), move |iters| {
+                let mut d = Duration::ZERO;
+                for _ in 0..iters {
+                    let img = render(pool, spec, sched);
+                    sum.set(img.checksum());
+                    *busy.borrow_mut() = img.busy.clone();
+                    d += Duration::from_secs_f64(img.seconds);
+                }
+                d
+            })
+        })
+        .collect();
+    let r = compare(opts.min_time, &mut cands);
+    drop(cands);
+    for sched in [TileSchedule::Static, TileSchedule::Dynamic] {
+        let mut times = Vec::new();
+        for (k, &(s, t, _)) in configs.iter().enumerate() {
+            if s != sched {
+                continue;
+            }
+            let b = busy[k].borrow();
+            let (lo, hi) = b
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            let row = report.push(
+                name(sched),
+                &[("threads", json!(t)), ("tile", json!(spec.tile))],
+                r[k].0,
+            );
+            // Busy time of the least and most loaded worker in the last image: the imbalance.
+            row.extra
+                .push(("busy_min_max_s".into(), json!([round4(lo), round4(hi)])));
+            times.push((t, r[k].0));
+        }
+        // Efficiency against the 1-thread run of the same schedule (the same work).
+        efficiency(&mut report, name(sched), &times);
     }
-    sums.dedup();
+    let mut all: Vec<u64> = sums.iter().map(|c| c.get()).collect();
+    all.dedup();
     report.note(format!(
         "image checksums over all runs: {:?} ({})",
-        sums.iter().map(|s| format!("{s:016x}")).collect::<Vec<_>>(),
-        if sums.len() == 1 {
+        all.iter().map(|s| format!("{s:016x}")).collect::<Vec<_>>(),
+        if all.len() == 1 {
             "identical"
         } else {
             "DIFFERENT"
@@ -434,9 +463,25 @@ fn render_bench(opts: &Opts, a: &Rest) -> BenchResult {
     Ok(report)
 }
 
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+/// Data of one size for `scaling`, shared by the thread counts.
+enum ScaleData {
+    Matrix(DistMatrix),
+    Seqs(Vec<Vec<u8>>),
+    Image(RenderSpec),
+}
+
 fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
     let app = a.get("app").unwrap_or("mds").to_string();
     let out = a.get("out").unwrap_or("/tmp/tiers-runs.json").to_string();
+    if !matches!(app.as_str(), "mds" | "cluster" | "render" | "distances") {
+        return Err(
+            format!("scaling: unknown app {app:?}: use mds, cluster, render or distances").into(),
+        );
+    }
     let pools = pools(opts)?;
     let mut report = Report::new(&format!("scaling-{app}"), "s", true);
     let sizes = a.sizes(match app.as_str() {
@@ -446,84 +491,46 @@ fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
     })?;
     let mut runs = Vec::new();
     for &n in &sizes {
-        for (t, pool) in &pools {
-            progress(opts, format!("scaling {app}: N = {n}, {t} threads"));
-            let secs = match app.as_str() {
-                "mds" => {
-                    let d = mixture_matrix(n, 7);
-                    let start = random_start(n, 3, 1);
-                    let mut x = start.clone();
-                    let mut next = vec![0.0; n * 3];
-                    let mut rs = vec![0.0; n];
-                    time_it(opts.min_time, "mds", |k| {
-                        let t0 = Instant::now();
-                        for _ in 0..k {
-                            guttman_step(pool, &d, &x, &mut next, 3, 64, &mut rs);
-                            std::mem::swap(&mut x, &mut next);
-                        }
-                        t0.elapsed()
-                    })
-                }
-                "cluster" => {
-                    let d = mixture_matrix(n, 3);
-                    let k = 10;
-                    let mut m: Vec<f64> =
-                        (0..n * k).map(|i| ((i * 7919) % 13) as f64 + 1.0).collect();
-                    let (mut s, mut eps) = (Vec::new(), Vec::new());
-                    time_it(opts.min_time, "cluster", |iters| {
-                        let t0 = Instant::now();
-                        for _ in 0..iters {
-                            em_step(pool, &d, &mut m, k, 5.0, &mut s, &mut eps, false);
-                        }
-                        t0.elapsed()
-                    })
-                }
-                "render" => {
-                    let spec = RenderSpec {
-                        width: n,
-                        height: n * 3 / 4,
-                        ..Default::default()
-                    };
-                    time_it(opts.min_time, "render", |iters| {
-                        (0..iters)
-                            .map(|_| {
-                                Duration::from_secs_f64(
-                                    render(pool, &spec, TileSchedule::Dynamic).seconds,
-                                )
-                            })
-                            .sum()
-                    })
-                }
-                "distances" => {
-                    let seqs = generate(&AluSpec {
-                        n,
-                        ..Default::default()
-                    });
-                    let s: Vec<&[u8]> = seqs.iter().map(|x| x.record.seq.as_slice()).collect();
-                    time_it(opts.min_time, "distances", |iters| {
-                        let t0 = Instant::now();
-                        for _ in 0..iters {
-                            std::hint::black_box(
-                                pairwise(pool, &s, Metric::Kmer(5)).expect("distances"),
-                            );
-                        }
-                        t0.elapsed()
-                    })
-                }
-                other => {
-                    return Err(format!(
-                        "scaling: unknown app {other:?}: use mds, cluster, render or distances"
-                    )
-                    .into())
-                }
-            };
-            report.push(&app, &[("threads", json!(t)), ("size", json!(n))], secs);
+        progress(
+            opts,
+            format!(
+                "scaling {app}: N = {n}, threads {:?}, alternating",
+                opts.threads
+            ),
+        );
+        let data = match app.as_str() {
+            "mds" => ScaleData::Matrix(mixture_matrix(n, 7)),
+            "cluster" => ScaleData::Matrix(mixture_matrix(n, 3)),
+            "render" => ScaleData::Image(RenderSpec {
+                width: n,
+                height: n * 3 / 4,
+                ..Default::default()
+            }),
+            _ => ScaleData::Seqs(
+                generate(&AluSpec {
+                    n,
+                    ..Default::default()
+                })
+                .into_iter()
+                .map(|x| x.record.seq)
+                .collect(),
+            ),
+        };
+        // One candidate per thread count, measured in alternating rounds.
+        let mut cands: Vec<Candidate<'_>> = pools
+            .iter()
+            .map(|(_, pool)| scaling_candidate(&app, pool, &data, n))
+            .collect();
+        let r = compare(opts.min_time, &mut cands);
+        drop(cands);
+        for ((t, _), (secs, _)) in pools.iter().zip(&r) {
+            report.push(&app, &[("threads", json!(t)), ("size", json!(n))], *secs);
             runs.push(Run {
                 app: app.clone(),
                 threads: *t,
                 nodes: 1,
                 size: n,
-                seconds: secs,
+                seconds: *secs,
             });
         }
     }
@@ -554,9 +561,54 @@ fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
     Ok(report)
 }
 
-/// Median seconds per iteration of `f(iters)` (which returns the time of `iters` iterations).
-fn time_it(min_time: f64, name: &str, f: impl FnMut(u64) -> Duration) -> f64 {
-    let mut c = [Candidate::new(name, f)];
-    let r = compare(min_time, &mut c);
-    r[0].0
+/// The timed kernel of `scaling` for one app, size and pool: a SMACOF iteration, an EM
+/// iteration (K = 10), a Mandelbrot image (dynamic tiles) or a k-mer distance matrix.
+fn scaling_candidate<'a>(
+    app: &str,
+    pool: &'a Pool,
+    data: &'a ScaleData,
+    n: usize,
+) -> Candidate<'a> {
+    match data {
+        ScaleData::Matrix(d) if app == "mds" => {
+            let mut x = random_start(n, 3, 1);
+            let mut next = vec![0.0; n * 3];
+            let mut rs = vec![0.0; n];
+            Candidate::new("mds", move |k| {
+                let t0 = Instant::now();
+                for _ in 0..k {
+                    guttman_step(pool, d, &x, &mut next, 3, 64, &mut rs);
+                    std::mem::swap(&mut x, &mut next);
+                }
+                t0.elapsed()
+            })
+        }
+        ScaleData::Matrix(d) => {
+            let k = 10;
+            let mut m: Vec<f64> = (0..n * k).map(|i| ((i * 7919) % 13) as f64 + 1.0).collect();
+            let (mut s, mut eps) = (Vec::new(), Vec::new());
+            Candidate::new("cluster", move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    em_step(pool, d, &mut m, k, 5.0, &mut s, &mut eps, false);
+                }
+                t0.elapsed()
+            })
+        }
+        ScaleData::Image(spec) => Candidate::new("render", move |iters| {
+            (0..iters)
+                .map(|_| Duration::from_secs_f64(render(pool, spec, TileSchedule::Dynamic).seconds))
+                .sum()
+        }),
+        ScaleData::Seqs(seqs) => {
+            let s: Vec<&[u8]> = seqs.iter().map(|x| x.as_slice()).collect();
+            Candidate::new("distances", move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    std::hint::black_box(pairwise(pool, &s, Metric::Kmer(5)).expect("distances"));
+                }
+                t0.elapsed()
+            })
+        }
+    }
 }

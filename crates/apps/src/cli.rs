@@ -134,6 +134,9 @@ pub struct MdsArgs {
     /// Append this run's time to a runs file for `tiers model`.
     #[arg(long)]
     runs: Option<PathBuf>,
+    /// Report the stress every K iterations (1: every iteration; the first ten always).
+    #[arg(long, default_value_t = 10)]
+    progress_every: usize,
     /// No per-iteration progress on stderr.
     #[arg(long)]
     quiet: bool,
@@ -162,6 +165,9 @@ pub struct ClusterArgs {
     /// Freezing limit on the mean membership uncertainty.
     #[arg(long, default_value_t = 0.002)]
     freezing: f64,
+    /// Most cluster splits at one temperature (0: no limit).
+    #[arg(long, default_value_t = 1)]
+    splits_per_temperature: usize,
     /// Cluster on δ^P instead of δ (P = 2 makes pairwise clustering of Euclidean data the
     /// same as central clustering, which splits diffuse regions instead of peeling off tight
     /// clusters first).
@@ -218,6 +224,9 @@ pub struct ModelArgs {
     /// Plot measured and modelled overhead (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Factors to fit, comma-separated: p, p/N, nodes (each alone and each pair).
+    #[arg(long, default_value = "p,p/N,nodes")]
+    factors: String,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -313,6 +322,9 @@ pub fn run(cmd: AppCommand) -> Res {
             )
         }
         AppCommand::Mds(a) => {
+            if a.dims == 0 {
+                return Err("--dims must be at least 1".into());
+            }
             let d = matrix::read(&a.input, a.big_endian, None)?;
             let p = pool(a.threads)?;
             let opts = MdsOptions {
@@ -322,9 +334,9 @@ pub fn run(cmd: AppCommand) -> Res {
                 max_iter: a.max_iter,
                 seed: a.seed,
             };
-            let quiet = a.quiet;
+            let (quiet, every) = (a.quiet, a.progress_every.max(1));
             let r = smacof(&p, &d, None, &opts, |k, s| {
-                if !quiet && (k < 10 || k % 10 == 0) {
+                if !quiet && (k < 10 || k % every == 0) {
                     eprintln!(
                         "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
                         s.raw, s.normalized
@@ -390,6 +402,9 @@ pub fn run(cmd: AppCommand) -> Res {
             )
         }
         AppCommand::Cluster(a) => {
+            if a.max_clusters == 0 {
+                return Err("--max-clusters must be at least 1".into());
+            }
             let mut d = matrix::read(&a.input, a.big_endian, None)?;
             if a.power != 1.0 {
                 d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
@@ -400,6 +415,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 cooling: a.cooling,
                 fine_cooling: a.fine_cooling,
                 freezing: a.freezing,
+                splits_per_temperature: a.splits_per_temperature,
                 ..Default::default()
             };
             let quiet = a.quiet;
@@ -475,6 +491,7 @@ pub fn run(cmd: AppCommand) -> Res {
             )
         }
         AppCommand::Model(a) => {
+            let factors = model::parse_factors(&a.factors)?;
             let runs = model::read_runs(&a.runs)?;
             let pts = model::analyse(&runs.runs);
             // Reference runs have f = 0 by definition; the no-intercept fits use the others.
@@ -483,7 +500,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 .filter(|p| p.overhead.abs() > 0.0 || p.p > 1)
                 .cloned()
                 .collect();
-            let fits = model::all_fits(&fit_pts);
+            let fits = model::fits_of(&fit_pts, &factors);
             if a.json {
                 println!(
                     "{}",

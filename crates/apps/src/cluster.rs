@@ -51,6 +51,10 @@ pub struct ClusterOptions {
     /// Power method stops when the eigenvalue changes by less than this, relatively
     /// (EigenValueChange).
     pub eig_change: f64,
+    /// Most splits at one temperature (0: no limit). After a split the EM re-converges at the
+    /// same temperature; with the default 1 the next split test waits for the next temperature,
+    /// so a freshly split cluster is not split again before the system has cooled.
+    pub splits_per_temperature: usize,
 }
 
 impl Default for ClusterOptions {
@@ -66,6 +70,7 @@ impl Default for ClusterOptions {
             too_small: 5.0,
             power_limit: 200,
             eig_change: 0.001,
+            splits_per_temperature: 1,
         }
     }
 }
@@ -267,6 +272,7 @@ pub fn da_pwc(
     let mut em_total = 0;
     let mut s = vec![0.0; n];
     let mut eps = vec![0.0; n];
+    let mut splits_here = 0;
     loop {
         // EM to a fixed point at temperature t.
         let mut em = 0;
@@ -290,7 +296,9 @@ pub fn da_pwc(
 
         // Split test.
         let mut split = None;
-        if k < opts.max_clusters {
+        let may_split =
+            opts.splits_per_temperature == 0 || splits_here < opts.splits_per_temperature;
+        if k < opts.max_clusters && may_split {
             let mut best = opts.min_eig;
             for cl in 0..k {
                 let size: f64 = (0..n).map(|i| m[i * k + cl]).sum();
@@ -329,6 +337,7 @@ pub fn da_pwc(
             eig_start.push(noise.clone());
             eig_start[cl] = noise.clone();
             eps.clear();
+            splits_here += 1;
             continue; // re-converge at the same temperature
         }
         if uncertainty < opts.freezing && (k >= opts.max_clusters || t < 1e-6 * t_start) {
@@ -337,6 +346,7 @@ pub fn da_pwc(
         if t < 1e-9 * t_start {
             break;
         }
+        splits_here = 0;
         t *= if k >= opts.max_clusters {
             opts.fine_cooling
         } else {

@@ -253,7 +253,15 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
             ),
         ));
     }
-    let body = &body[..want];
+    if body.len() > want {
+        return Err(ferr(
+            path,
+            format!(
+                "wrong size: shape ({n}, {n}) needs {want} data bytes, the file has {}",
+                body.len()
+            ),
+        ));
+    }
     let data: Vec<f32> = match width {
         4 => body
             .chunks_exact(4)
@@ -439,6 +447,10 @@ mod tests {
         let npy = to_npy(&sample());
         let e = from_npy(&npy[..npy.len() - 3], q).unwrap_err().to_string();
         assert!(e.starts_with("d.npy: truncated"), "{e}");
+        let mut long = npy.clone();
+        long.extend_from_slice(&[0; 4]);
+        let e = from_npy(&long, q).unwrap_err().to_string();
+        assert!(e.starts_with("d.npy: wrong size"), "{e}");
         let e = from_npy(b"hello world", q).unwrap_err().to_string();
         assert!(e.contains("bad magic"), "{e}");
         let c = Path::new("d.csv");

@@ -219,7 +219,32 @@ pub fn fit(points: &[Point], factors: &[Factor]) -> Option<Fit> {
 
 /// All the fits the seed uses: each single factor, and each pair that is not collinear.
 pub fn all_fits(points: &[Point]) -> Vec<Fit> {
-    let fs = [Factor::P, Factor::PPerN, Factor::Nodes];
+    fits_of(points, &[Factor::P, Factor::PPerN, Factor::Nodes])
+}
+
+/// Parses a comma-separated list of factors: `p`, `p/N` (or `p/n`), `nodes`.
+pub fn parse_factors(s: &str) -> Result<Vec<Factor>, String> {
+    let mut out = Vec::new();
+    for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let f = match t {
+            "p" => Factor::P,
+            "p/N" | "p/n" => Factor::PPerN,
+            "nodes" => Factor::Nodes,
+            _ => return Err(format!("unknown factor {t:?}: use p, p/N or nodes")),
+        };
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("no factors in {s:?}: use p, p/N or nodes"));
+    }
+    Ok(out)
+}
+
+/// The fits f = a₁x₁ for each chosen factor and f = a₁x₁ + a₂x₂ for each pair of them that is
+/// not collinear in the data.
+pub fn fits_of(points: &[Point], fs: &[Factor]) -> Vec<Fit> {
     let mut out: Vec<Fit> = fs.iter().filter_map(|f| fit(points, &[*f])).collect();
     for a in 0..fs.len() {
         for b in a + 1..fs.len() {
@@ -420,6 +445,28 @@ mod tests {
         let one_size: Vec<Point> = analyse(&[run(1, 5, 1.0), run(2, 5, 0.6), run(3, 5, 0.4)]);
         assert!(fit(&one_size, &[Factor::P, Factor::PPerN]).is_none());
         assert!(svg(&pts, Some(&fit(&pts, &[Factor::P]).unwrap())).contains("<circle"));
+    }
+
+    #[test]
+    fn chosen_factors() {
+        assert_eq!(
+            parse_factors("p, p/N,p").unwrap(),
+            vec![Factor::P, Factor::PPerN]
+        );
+        assert!(parse_factors("q").unwrap_err().contains("unknown factor"));
+        assert!(parse_factors(",").is_err());
+        let mut runs = Vec::new();
+        for &n in &[100usize, 200] {
+            for p in 1..=4 {
+                runs.push(run(p, n, (1.0 + 0.01 * (p - 1) as f64) / p as f64));
+            }
+        }
+        let pts: Vec<Point> = analyse(&runs).into_iter().filter(|p| p.p > 1).collect();
+        let fits = fits_of(&pts, &[Factor::P, Factor::PPerN]);
+        // p, p/N and the pair (the sizes differ, so they are not collinear).
+        assert_eq!(fits.len(), 3);
+        assert_eq!(fits[2].factors, vec![Factor::P, Factor::PPerN]);
+        assert_eq!(fits_of(&pts, &[Factor::P]).len(), 1);
     }
 
     #[test]

@@ -11,11 +11,11 @@ use tiers_apps::{fasta, mds};
 fn data_dir() -> Option<PathBuf> {
     let candidates = [
         std::env::var_os("TIERS_DATA").map(PathBuf::from),
+        // `../shared/data` beside the repository root (this crate is crates/apps).
         Some(PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../../shared/data"
         ))),
-        Some(PathBuf::from("/work/shared/data")),
     ];
     candidates
         .into_iter()

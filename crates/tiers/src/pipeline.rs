@@ -31,6 +31,9 @@ pub struct PipelineArgs {
     /// Most clusters (the synthetic data plant 4 families of 3 subfamilies).
     #[arg(long, default_value_t = 12)]
     pub max_clusters: usize,
+    /// Cluster on δ^P instead of δ (as `tiers cluster --power`).
+    #[arg(long, default_value_t = 1.0)]
+    pub power: f64,
     /// Reference clusters (`index<TAB>cluster`, e.g. SPIDAL's DA-PWC output) to compare with.
     #[arg(long)]
     pub reference_clusters: Option<PathBuf>,
@@ -88,7 +91,16 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_clusters: a.max_clusters,
         ..Default::default()
     };
-    let c = cluster::da_pwc(&pool, &d, &copts, |e| {
+    let powered;
+    let dc = if a.power == 1.0 {
+        &d
+    } else {
+        let mut p = d.clone();
+        p.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+        powered = p;
+        &powered
+    };
+    let c = cluster::da_pwc(&pool, dc, &copts, |e| {
         if let cluster::Event::Split { t, cluster, .. } = e {
             eprintln!("[pipeline] cluster {cluster} splits at temperature {t:.4}");
         }

@@ -16,6 +16,8 @@ use tiers_bench::{Opts, Report};
 pub struct BenchArgs {
     /// Benchmark name (`list` to see them all).
     pub name: String,
+    /// What the benchmark runs, for those that take one (`tiers bench scaling mds`).
+    pub target: Option<String>,
     /// Thread counts, e.g. `1,2` or `1-16` (each benchmark has its own default).
     #[arg(long)]
     pub threads: Option<String>,
@@ -108,7 +110,10 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let report = match node_bench(&args.name, &opts)
         .map(Ok)
-        .or_else(|| tiers_apps::bench::run(&args.name, &opts, &args.rest))
+        .or_else(|| {
+            let rest: Vec<String> = args.target.iter().chain(&args.rest).cloned().collect();
+            tiers_apps::bench::run(&args.name, &opts, &rest)
+        })
         .or_else(|| tiers_cluster::bench::run(&args.name, &opts, &args.rest))
     {
         Some(r) => r?,

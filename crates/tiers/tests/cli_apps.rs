@@ -1,0 +1,352 @@
+//! The application commands run as a user runs them: `tiers data alu`, `distances`, `cluster`,
+//! `mds`, `render`, `model` and `bench scaling APP`, their files, progress and error messages.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tiers_apps::compare::{adjusted_rand_index, procrustes};
+use tiers_apps::{matrix, mds};
+
+fn tiers(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args(args)
+        .output()
+        .expect("tiers runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn ok(args: &[&str]) -> (String, String) {
+    let (ok, out, err) = tiers(args);
+    assert!(ok, "tiers {args:?} failed:\n{err}");
+    (out, err)
+}
+
+fn fail(args: &[&str]) -> String {
+    let (ok, _, err) = tiers(args);
+    assert!(!ok, "tiers {args:?} should fail");
+    err
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("tiers-cli-apps-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn path(&self, f: &str) -> String {
+        self.0.join(f).display().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn labels_column(path: &str, col: usize) -> Vec<usize> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').nth(col).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn sequences_to_clusters_and_points() {
+    let dir = Dir::new("pipe");
+    let fa = dir.path("alu.fasta");
+    let (_, err) = ok(&["data", "alu", "--n", "120", "--out", &fa]);
+    assert!(err.contains("wrote 120 sequences"), "{err}");
+    let planted = format!("{fa}.labels.txt");
+    let subfamilies = labels_column(&planted, 2);
+    assert_eq!(subfamilies.len(), 120);
+    assert_eq!(
+        subfamilies
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        12
+    );
+
+    // Distances with the default metric (SWG alignment), in every file format.
+    let bin = dir.path("d.bin");
+    let (_, err) = ok(&["distances", &fa, "--threads", "2", "--out", &bin]);
+    assert!(err.contains("swg distances of 120 sequences"), "{err}");
+    assert_eq!(std::fs::metadata(&bin).unwrap().len(), 120 * 120 * 2);
+    let d = matrix::read(Path::new(&bin), false, Some(120)).unwrap();
+    for i in 0..120 {
+        assert_eq!(d.get(i, i), 0.0);
+        for j in 0..i {
+            assert_eq!(d.get(i, j), d.get(j, i));
+            assert!(d.get(i, j) > 0.0 && d.get(i, j) < 0.5, "{}", d.get(i, j));
+        }
+    }
+    for (name, be) in [("d.npy", false), ("d.csv", false), ("be.bin", true)] {
+        let p = dir.path(name);
+        let mut args = vec!["distances", &fa, "--threads", "1", "--out", &p];
+        if be {
+            args.push("--big-endian");
+        }
+        ok(&args);
+        let m = matrix::read(Path::new(&p), be, Some(120)).unwrap();
+        for (a, b) in d.data.iter().zip(&m.data) {
+            assert!((a - b).abs() <= 0.6 / 32767.0, "{name}: {a} vs {b}");
+        }
+    }
+
+    // Clustering at the default settings, with as many clusters as planted subfamilies.
+    let clusters = dir.path("c.txt");
+    let (out, err) = ok(&[
+        "cluster",
+        &bin,
+        "--max-clusters",
+        "12",
+        "--threads",
+        "2",
+        "--out",
+        &clusters,
+        "--reference",
+        &planted,
+    ]);
+    assert!(err.contains("split cluster"), "progress: {err}");
+    assert!(out.contains("adjusted Rand index"), "{out}");
+    let got = labels_column(&clusters, 1);
+    let ari = adjusted_rand_index(&got, &subfamilies);
+    assert!(ari >= 0.9, "planted subfamilies recovered with ARI {ari}");
+    let one = dir.path("c1.txt");
+    ok(&[
+        "cluster",
+        &bin,
+        "--max-clusters",
+        "12",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        &one,
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&one).unwrap(),
+        std::fs::read_to_string(&clusters).unwrap(),
+        "clusters independent of the thread count"
+    );
+
+    // MDS: progress per iteration with both stresses, points file, plot coloured by cluster.
+    let pts = dir.path("p.csv");
+    let png = dir.path("mds.png");
+    let runs = dir.path("runs.json");
+    let (_, err) = ok(&[
+        "mds",
+        &bin,
+        "--dims",
+        "3",
+        "--threads",
+        "2",
+        "--out",
+        &pts,
+        "--plot",
+        &png,
+        "--labels",
+        &clusters,
+        "--runs",
+        &runs,
+    ]);
+    assert!(
+        err.contains("[mds] iteration 1: stress") && err.contains("normalised"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&pts).unwrap();
+    assert_eq!(text.lines().count(), 120);
+    assert!(text.lines().all(|l| l.split(',').count() == 4));
+    let (x, _) = mds::parse_points(&text, 3, "p.csv").unwrap();
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    // Comparing with a reference: the same points, rotated, agree perfectly.
+    let rotated: String = x
+        .chunks(3)
+        .enumerate()
+        .map(|(i, p)| format!("{i}\t{}\t{}\t{}\n", -p[1], p[0], p[2]))
+        .collect();
+    let refp = dir.path("ref.txt");
+    std::fs::write(&refp, rotated).unwrap();
+    let (y, _) = mds::parse_points(&std::fs::read_to_string(&refp).unwrap(), 3, "r").unwrap();
+    assert!(procrustes(&x, &y, 3).disparity < 1e-9);
+    let (out, _) = ok(&[
+        "mds",
+        &bin,
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        &dir.path("q.txt"),
+        "--reference",
+        &refp,
+        "--max-iter",
+        "0",
+    ]);
+    assert!(out.contains("procrustes disparity"), "{out}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&runs).unwrap()).unwrap();
+    assert_eq!(r["runs"][0]["app"], "mds");
+    assert_eq!(r["runs"][0]["size"], 120);
+}
+
+#[test]
+fn render_is_the_same_image_whatever_the_schedule() {
+    let dir = Dir::new("render");
+    let mut sums = Vec::new();
+    let mut images = Vec::new();
+    for (sched, threads) in [("static", "1"), ("static", "2"), ("dynamic", "2")] {
+        let png = dir.path(&format!("{sched}{threads}.png"));
+        let (_, err) = ok(&[
+            "render",
+            "--width",
+            "160",
+            "--height",
+            "120",
+            "--tiles",
+            "16",
+            "--max-iter",
+            "200",
+            "--schedule",
+            sched,
+            "--threads",
+            threads,
+            "--out",
+            &png,
+        ]);
+        let sum = err
+            .split("checksum ")
+            .nth(1)
+            .and_then(|s| s.split(';').next())
+            .unwrap_or_else(|| panic!("no checksum in {err}"))
+            .to_string();
+        sums.push(sum);
+        images.push(std::fs::read(&png).unwrap());
+    }
+    assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+    assert!(images.iter().all(|i| i == &images[0]));
+    let e = fail(&[
+        "render",
+        "--schedule",
+        "guided",
+        "--out",
+        &dir.path("x.png"),
+    ]);
+    assert!(e.contains("unknown schedule"), "{e}");
+}
+
+#[test]
+fn scaling_feeds_the_overhead_model() {
+    let dir = Dir::new("model");
+    let runs = dir.path("runs.json");
+    let (out, _) = ok(&[
+        "bench",
+        "scaling",
+        "render",
+        "--threads",
+        "1,2",
+        "--min-time",
+        "0.01",
+        "--json",
+        "--",
+        "--sizes",
+        "64,96",
+        "--out",
+        &runs,
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["bench"], "scaling-render");
+    assert_eq!(v["results"].as_array().unwrap().len(), 4);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&runs).unwrap()).unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 4);
+
+    // A runs file with a known overhead f = 0.1·(p − 1): the model must find it.
+    let known = dir.path("known.json");
+    let mut rs = Vec::new();
+    for n in [1000, 4000] {
+        for p in 1..=4 {
+            let f = 0.1 * (p - 1) as f64;
+            rs.push(serde_json::json!({"app": "x", "threads": p, "size": n, "seconds": 8.0 * (1.0 + f) / p as f64}));
+        }
+    }
+    std::fs::write(&known, serde_json::json!({ "runs": rs }).to_string()).unwrap();
+    let svg = dir.path("f.svg");
+    let (out, _) = ok(&["model", &known, "--json", "--factors", "p", "--plot", &svg]);
+    let m: Value = serde_json::from_str(&out).unwrap();
+    let pts = m["points"].as_array().unwrap();
+    let p4 = pts.iter().find(|p| p["p"] == 4).expect("a p = 4 point");
+    assert!((p4["efficiency"].as_f64().unwrap() - 1.0 / 1.3).abs() < 1e-9);
+    assert!((p4["overhead"].as_f64().unwrap() - 0.3).abs() < 1e-9);
+    let fits = m["fits"].as_array().unwrap();
+    assert_eq!(fits.len(), 1, "only the chosen factor: {fits:?}");
+    assert_eq!(fits[0]["factors"][0], "P");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let (text, _) = ok(&["model", &known]);
+    assert!(text.contains("efficiency") && text.contains("R²"), "{text}");
+    let e = fail(&["model", &known, "--factors", "q"]);
+    assert!(e.contains("unknown factor"), "{e}");
+}
+
+#[test]
+fn bad_inputs_name_the_file_and_the_problem() {
+    let dir = Dir::new("bad");
+    let fa = dir.path("bad.fasta");
+    std::fs::write(&fa, ">a\nACGT\nACXT\n").unwrap();
+    let e = fail(&[
+        "distances",
+        &fa,
+        "--metric",
+        "kmer",
+        "--out",
+        &dir.path("d.bin"),
+    ]);
+    assert!(e.contains(&format!("{fa}:3:")) && e.contains("'X'"), "{e}");
+    let e = fail(&[
+        "distances",
+        &fa,
+        "--metric",
+        "blast",
+        "--out",
+        &dir.path("d.bin"),
+    ]);
+    assert!(e.contains("unknown metric"), "{e}");
+
+    let good = dir.path("good.fasta");
+    std::fs::write(&good, ">a\nACGTACGT\n>b\nACGTTCGT\n>c\nACG\n").unwrap();
+    let e = fail(&[
+        "distances",
+        &good,
+        "--metric",
+        "hamming",
+        "--out",
+        &dir.path("h.bin"),
+    ]);
+    assert!(e.contains("equal-length"), "{e}");
+    let d = dir.path("d.bin");
+    ok(&["distances", &good, "--metric", "kmer:3", "--out", &d]);
+    let bytes = std::fs::read(&d).unwrap();
+    assert_eq!(bytes.len(), 3 * 3 * 2);
+    let cut = dir.path("cut.bin");
+    std::fs::write(&cut, &bytes[..bytes.len() - 1]).unwrap();
+    let e = fail(&["mds", &cut, "--out", &dir.path("p.txt")]);
+    assert!(e.contains(&cut) && e.contains("truncated"), "{e}");
+    let odd = dir.path("odd.bin");
+    std::fs::write(&odd, &bytes[..bytes.len() - 2]).unwrap();
+    let e = fail(&["cluster", &odd, "--out", &dir.path("c.txt")]);
+    assert!(e.contains(&odd) && e.contains("wrong size"), "{e}");
+    let csv = dir.path("m.csv");
+    std::fs::write(&csv, "0,1\n1,0,2\n").unwrap();
+    let e = fail(&["mds", &csv, "--out", &dir.path("p.txt")]);
+    assert!(e.contains(&format!("{csv}: line 2: wrong size")), "{e}");
+    let e = fail(&["mds", &dir.path("missing.bin"), "--out", &dir.path("p.txt")]);
+    assert!(e.contains("missing.bin"), "{e}");
+    let e = fail(&["cluster", &d, "--threads", "0", "--out", &dir.path("c.txt")]);
+    assert!(e.contains("--threads"), "{e}");
+}
