@@ -112,7 +112,7 @@ pub enum Event {
 
 /// S = δ·M (N×K): S_i(k) = Σ_j δ_ij M_j(k), by row blocks.
 pub fn delta_times(pool: &Pool, delta: &DistMatrix, m: &[f64], k: usize, out: &mut [f64]) {
-    par_rows(pool, out, k, Schedule::Blocked(32), |rows, block| {
+    par_rows(pool, out, k, Schedule::Dynamic(32), |rows, block| {
         for (i, o) in rows.zip(block.chunks_mut(k)) {
             o.fill(0.0);
             let d = delta.row(i);

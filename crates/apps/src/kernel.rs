@@ -1,11 +1,13 @@
-//! The SMACOF inner kernel, vectorised by hand and compiled twice: once for the baseline target
-//! and once with AVX2+FMA, chosen at run time. This module holds the crate's only other
-//! `unsafe` (calling the AVX2 version after checking that the processor has it).
+//! The SMACOF inner kernel in two forms chosen at run time: a portable one written for the
+//! compiler to vectorise, and one fused pass in AVX2 intrinsics that gives the same bits.
+//! This module holds the crate's only other `unsafe` (the intrinsics, and calling the AVX2
+//! version after checking that the processor has it).
 //!
 //! For one point i and a run of columns j, it accumulates the Guttman transform's
 //! Σ_j (δ_ij/d_ij)(x_i − x_j) and the stress Σ_j (d_ij − δ_ij)². Four independent lanes
-//! (j ≡ 0,1,2,3 mod 4 within the run) keep the floating-point sums in a fixed order, so results
-//! depend on the column run, never on which thread ran it. There are no branches in the loop:
+//! (j ≡ 0,1,2,3 mod 4) keep the floating-point sums in a fixed order; the lanes are carried from
+//! one column block to the next and reduced once per row, so the results depend neither on the
+//! thread that ran a row nor on the block size. There are no branches in the loop:
 //! the ratio is δ/max(d, 10⁻¹²), and at d = 0 the
 //! difference vector is 0, so the diagonal and coincident points add nothing to the transform.
 
@@ -13,10 +15,26 @@ const LANES: usize = 4;
 /// Distances below this count as zero for the ratio δ/d.
 const TINY: f64 = 1e-12;
 
-/// Sums for one point over one column run: (Σ r·e₀, Σ r·e₁, Σ r·e₂, Σ (d − δ)²).
-#[inline(always)]
-fn run3(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4] {
+/// Per-lane partial sums of one point: `lanes[k][l]` holds term k (r·e₀, r·e₁, r·e₂, (d − δ)²)
+/// summed over the columns j ≡ l mod 4 seen so far.
+pub type Lanes = [[f64; LANES]; 4];
+
+/// The four sums of a point from its lanes: (Σ r·e₀, Σ r·e₁, Σ r·e₂, Σ (d − δ)²).
+#[inline]
+pub fn finish(lanes: &Lanes) -> [f64; 4] {
     let mut out = [0.0f64; 4];
+    for k in 0..4 {
+        let a = lanes[k];
+        out[k] = (a[0] + a[1]) + (a[2] + a[3]);
+    }
+    out
+}
+
+/// Adds one point's terms over one column run to its lanes. The run must start at a column
+/// that is a multiple of 4, so that lane l always takes the columns j ≡ l mod 4 and a row's
+/// sums do not depend on how its columns were cut into runs.
+#[inline(always)]
+fn run3(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3], lanes: &mut Lanes) {
     // Phase 1 maps each column to its four terms (a plain map loop, which LLVM vectorises,
     // sqrt and division included); phase 2 sums the terms in four fixed lanes.
     const CHUNK: usize = 64;
@@ -24,7 +42,6 @@ fn run3(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4]
     let mut t1 = [0.0f64; CHUNK];
     let mut t2 = [0.0f64; CHUNK];
     let mut t3 = [0.0f64; CHUNK];
-    let mut lanes = [[0.0f64; LANES]; 4];
     let mut start = 0;
     while start < dl.len() {
         let m = (dl.len() - start).min(CHUNK);
@@ -63,31 +80,91 @@ fn run3(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4]
         }
         start += m;
     }
-    for k in 0..4 {
-        let a = lanes[k];
-        out[k] = (a[0] + a[1]) + (a[2] + a[3]);
-    }
-    out
 }
 
+/// The same sums as [`run3`] in one fused pass with AVX2 (four f64 lanes, lane l taking the
+/// columns j ≡ l mod 4, each operation rounded as in `run3`, so the results are bit for bit
+/// those of `run3`), without the temporary arrays.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn run3_avx2(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4] {
-    run3(dl, xs, ys, zs, p)
+unsafe fn run3_avx2(
+    dl: &[f32],
+    xs: &[f64],
+    ys: &[f64],
+    zs: &[f64],
+    p: [f64; 3],
+    lanes: &mut Lanes,
+) {
+    use core::arch::x86_64::*;
+    let len = dl.len();
+    assert!(xs.len() >= len && ys.len() >= len && zs.len() >= len);
+    let full = len - len % LANES;
+    let (px, py, pz) = (
+        _mm256_set1_pd(p[0]),
+        _mm256_set1_pd(p[1]),
+        _mm256_set1_pd(p[2]),
+    );
+    let tiny = _mm256_set1_pd(TINY);
+    // SAFETY: each lanes[k] is four f64s, the size of one 256-bit vector.
+    let mut a: [__m256d; 4] =
+        core::array::from_fn(|k| unsafe { _mm256_loadu_pd(lanes[k].as_ptr()) });
+    let mut j = 0;
+    while j < full {
+        // SAFETY: j + 4 <= full <= len, and every slice holds at least len values (asserted).
+        let (d, x, y, z) = unsafe {
+            (
+                _mm256_cvtps_pd(_mm_loadu_ps(dl.as_ptr().add(j))),
+                _mm256_loadu_pd(xs.as_ptr().add(j)),
+                _mm256_loadu_pd(ys.as_ptr().add(j)),
+                _mm256_loadu_pd(zs.as_ptr().add(j)),
+            )
+        };
+        let e0 = _mm256_sub_pd(px, x);
+        let e1 = _mm256_sub_pd(py, y);
+        let e2 = _mm256_sub_pd(pz, z);
+        let ss = _mm256_add_pd(
+            _mm256_add_pd(_mm256_mul_pd(e0, e0), _mm256_mul_pd(e1, e1)),
+            _mm256_mul_pd(e2, e2),
+        );
+        let dist = _mm256_sqrt_pd(ss);
+        let r = _mm256_div_pd(d, _mm256_max_pd(dist, tiny));
+        a[0] = _mm256_add_pd(a[0], _mm256_mul_pd(r, e0));
+        a[1] = _mm256_add_pd(a[1], _mm256_mul_pd(r, e1));
+        a[2] = _mm256_add_pd(a[2], _mm256_mul_pd(r, e2));
+        let diff = _mm256_sub_pd(dist, d);
+        a[3] = _mm256_add_pd(a[3], _mm256_mul_pd(diff, diff));
+        j += LANES;
+    }
+    for k in 0..4 {
+        // SAFETY: as for the loads above.
+        unsafe { _mm256_storeu_pd(lanes[k].as_mut_ptr(), a[k]) };
+    }
+    for (l, j) in (full..len).enumerate() {
+        let e0 = p[0] - xs[j];
+        let e1 = p[1] - ys[j];
+        let e2 = p[2] - zs[j];
+        let dd = f64::from(dl[j]);
+        let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
+        let r = dd / dist.max(TINY);
+        lanes[0][l] += r * e0;
+        lanes[1][l] += r * e1;
+        lanes[2][l] += r * e2;
+        lanes[3][l] += (dist - dd) * (dist - dd);
+    }
 }
 
-fn run3_base(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4] {
-    run3(dl, xs, ys, zs, p)
+fn run3_base(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3], lanes: &mut Lanes) {
+    run3(dl, xs, ys, zs, p, lanes)
 }
 
-/// The kernel for 3-D points, best for this processor.
-pub type Run3 = fn(&[f32], &[f64], &[f64], &[f64], [f64; 3]) -> [f64; 4];
+/// The kernel for 3-D points, best for this processor: adds a column run's terms to the lanes.
+pub type Run3 = fn(&[f32], &[f64], &[f64], &[f64], [f64; 3], &mut Lanes);
 
 #[cfg(target_arch = "x86_64")]
-fn run3_avx2_safe(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4] {
+fn run3_avx2_safe(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3], lanes: &mut Lanes) {
     // SAFETY: this function is only handed out by `pick3` after `is_x86_feature_detected!`
     // confirmed AVX2 and FMA, the features `run3_avx2` is compiled for.
-    unsafe { run3_avx2(dl, xs, ys, zs, p) }
+    unsafe { run3_avx2(dl, xs, ys, zs, p, lanes) }
 }
 
 /// Chooses the 3-D kernel once per call site: AVX2+FMA when the processor has them.
@@ -104,6 +181,12 @@ pub fn pick3() -> Run3 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn whole(k: Run3, dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3]) -> [f64; 4] {
+        let mut lanes = Lanes::default();
+        k(dl, xs, ys, zs, p, &mut lanes);
+        finish(&lanes)
+    }
 
     #[test]
     fn kernels_agree_with_a_plain_loop() {
@@ -125,9 +208,26 @@ mod tests {
             }
             want[3] += (d - dd) * (d - dd);
         }
+        // The picked kernel gives the base kernel's results bit for bit, at every length.
+        for len in [0, 1, 3, 4, 5, 8, 13, n] {
+            let (d, x, y, z) = (&dl[..len], &xs[..len], &ys[..len], &zs[..len]);
+            assert_eq!(
+                whole(run3_base, d, x, y, z, p),
+                whole(pick3(), d, x, y, z, p),
+                "len {len}"
+            );
+        }
+        // Cutting the columns into runs that start at multiples of 4 changes no bit.
+        for k in [run3_base as Run3, pick3()] {
+            let mut lanes = Lanes::default();
+            for (a, b) in [(0, 8), (8, 12), (12, 20), (20, n)] {
+                k(&dl[a..b], &xs[a..b], &ys[a..b], &zs[a..b], p, &mut lanes);
+            }
+            assert_eq!(finish(&lanes), whole(k, &dl, &xs, &ys, &zs, p));
+        }
         for got in [
-            run3_base(&dl, &xs, &ys, &zs, p),
-            pick3()(&dl, &xs, &ys, &zs, p),
+            whole(run3_base, &dl, &xs, &ys, &zs, p),
+            whole(pick3(), &dl, &xs, &ys, &zs, p),
         ] {
             for c in 0..4 {
                 assert!(

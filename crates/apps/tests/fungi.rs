@@ -3,10 +3,13 @@
 //! the repository; without them the test prints a note and passes.
 
 use std::path::PathBuf;
-use tiers_apps::cluster::parse_labels;
-use tiers_apps::compare::adjusted_rand_index;
+use tiers_apps::cluster::{da_pwc, parse_labels, ClusterOptions};
+use tiers_apps::compare::{adjusted_rand_index, procrustes};
 use tiers_apps::distance::swg::{Aligner, Scoring};
+use tiers_apps::distance::{pairwise, Metric};
+use tiers_apps::mds::MdsOptions;
 use tiers_apps::{fasta, mds};
+use tiers_node::Pool;
 
 fn data_dir() -> Option<PathBuf> {
     let candidates = [
@@ -81,4 +84,59 @@ fn fungi_inputs_and_references_are_consistent() {
         mean(&near),
         mean(&far)
     );
+}
+
+/// Distances → MDS → clusters on every 8th fungal sequence (300 of them), compared with SPIDAL's
+/// layout and clusters of the same sequences. SPIDAL's points are scored on our distances: our
+/// SMACOF must reach a stress at least as low, and the two layouts must agree after Procrustes
+/// alignment beyond what different minima of equal stress explain away.
+#[test]
+fn fungi_subset_pipeline_agrees_with_spidal() {
+    let Some(dir) = data_dir() else {
+        eprintln!("note: fungi data not found (set TIERS_DATA); skipping");
+        return;
+    };
+    let recs = fasta::read(&dir.join("2400_gene_seq_testset.fna")).expect("fungi FASTA parses");
+    let labels = parse_labels(
+        &std::fs::read_to_string(dir.join("dapwc-cluster-M10-C10.txt")).unwrap(),
+        "dapwc",
+    )
+    .unwrap();
+    let (points, _) = mds::parse_points(
+        &std::fs::read_to_string(dir.join("damds-points.txt")).unwrap(),
+        3,
+        "damds",
+    )
+    .unwrap();
+    let idx: Vec<usize> = (0..recs.len()).step_by(8).collect();
+    let seqs: Vec<&[u8]> = idx.iter().map(|&i| recs[i].seq.as_slice()).collect();
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let d = pairwise(&pool, &seqs, Metric::Swg).unwrap();
+
+    let r = mds::smacof(&pool, &d, None, &MdsOptions::default(), |_, _| {});
+    let ours = r.stress.last().unwrap().normalized;
+    let spidal: Vec<f64> = idx
+        .iter()
+        .flat_map(|&i| points[i * 3..i * 3 + 3].to_vec())
+        .collect();
+    let theirs = mds::stress(&pool, &d, &spidal, 3) / mds::delta_norm(&d);
+    let fit = procrustes(&r.points, &spidal, 3);
+    eprintln!(
+        "fungi subset: normalised stress ours {ours:.5}, SPIDAL's points {theirs:.5}; Procrustes agreement {:.4}",
+        1.0 - fit.disparity
+    );
+    assert!(ours < 0.1, "normalised stress {ours}");
+    assert!(ours <= theirs * 1.01, "ours {ours} vs SPIDAL's {theirs}");
+    assert!(
+        1.0 - fit.disparity > 0.6,
+        "Procrustes agreement {}",
+        1.0 - fit.disparity
+    );
+
+    let sub: Vec<usize> = idx.iter().map(|&i| labels[i]).collect();
+    let c = da_pwc(&pool, &d, &ClusterOptions::default(), |_| {});
+    let ari = adjusted_rand_index(&c.labels, &sub);
+    eprintln!("fungi subset: {} clusters, ARI vs SPIDAL {ari:.4}", c.k);
+    assert_eq!(c.k, 10);
+    assert!(ari > 0.2, "ARI vs SPIDAL {ari}");
 }
