@@ -318,7 +318,7 @@ fn distances(opts: &Opts, a: &Rest) -> BenchResult {
     };
     for metric in metrics {
         let n = match metric {
-            Metric::Swg => a.usize("sizes", 200)?,
+            Metric::Swg => a.usize("sizes", 100)?,
             _ => a.usize("sizes", 2000)?,
         };
         let seqs = generate(&AluSpec {

@@ -21,7 +21,7 @@
 
 use crate::matrix::DistMatrix;
 use crate::rng::Rng;
-use crate::rows::par_rows;
+use crate::rows::{par_rows, par_rows2};
 use std::time::Instant;
 use tiers_node::{Pool, Schedule};
 
@@ -218,30 +218,37 @@ pub fn em_step(
     for cl in 0..k {
         a[cl] = -0.5 * a[cl] / (c[cl] * c[cl]).max(1e-300);
     }
-    let mut change = if first { f64::INFINITY } else { 0.0f64 };
+    // The new energies and memberships, row by row in parallel (each row on its own, so the
+    // result does not depend on the thread count); then the largest energy change.
+    let old: Vec<f64> = if first { Vec::new() } else { eps.clone() };
     eps.resize(n * k, 0.0);
-    for i in 0..n {
-        let row = i * k;
-        let mut emin = f64::INFINITY;
-        for cl in 0..k {
-            let e = s[row + cl] / c[cl].max(1e-300) + a[cl];
-            if !first {
-                change = change.max((e - eps[row + cl]).abs());
+    let (c, a, s) = (&c, &a, &*s);
+    par_rows2(pool, m, k, eps, k, Schedule::Dynamic(64), |rows, mb, eb| {
+        for ((i, mrow), erow) in rows.zip(mb.chunks_mut(k)).zip(eb.chunks_mut(k)) {
+            let srow = &s[i * k..(i + 1) * k];
+            let mut emin = f64::INFINITY;
+            for cl in 0..k {
+                let e = srow[cl] / c[cl].max(1e-300) + a[cl];
+                erow[cl] = e;
+                emin = emin.min(e);
             }
-            eps[row + cl] = e;
-            emin = emin.min(e);
+            let mut z = 0.0;
+            for cl in 0..k {
+                let v = (c[cl] / n as f64) * (-(erow[cl] - emin) / t).exp();
+                mrow[cl] = v;
+                z += v;
+            }
+            for v in mrow.iter_mut() {
+                *v /= z;
+            }
         }
-        let mut z = 0.0;
-        for cl in 0..k {
-            let v = (c[cl] / n as f64) * (-(eps[row + cl] - emin) / t).exp();
-            m[row + cl] = v;
-            z += v;
-        }
-        for cl in 0..k {
-            m[row + cl] /= z;
-        }
+    });
+    if first {
+        return f64::INFINITY;
     }
-    change
+    eps.iter()
+        .zip(&old)
+        .fold(0.0f64, |acc, (e, o)| acc.max((e - o).abs()))
 }
 
 /// Runs DA-PWC on `delta`, reporting progress through `on_event`.
