@@ -144,6 +144,13 @@ impl<B: Backing> MemEngine<B> {
         }
     }
 
+    /// Sets how long waiters busy-poll before they sleep (for an engine that knows better than
+    /// this process's affinity mask whether every rank of the host has a core of its own).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
     fn state(&self, r: Rank) -> u32 {
         self.ctl.rank(r).state.v.load(Ordering::Acquire)
     }

@@ -322,7 +322,7 @@ impl MpiEngine {
             unsafe { Ctl::attach(map.ptr(), map.len()) }
                 .ok_or_else(|| Error::Setup("mpi engine: not a control block".into()))?
         };
-        let host = MemEngine::new(
+        let mut host = MemEngine::new(
             HostBacking {
                 job,
                 ctl,
@@ -331,6 +331,16 @@ impl MpiEngine {
             },
             hidx,
         );
+        // MPI launchers pin each rank to a core of its own, so this process's affinity mask
+        // (one core) says nothing about whether the host's ranks each have one: count the
+        // host's processors instead. Spinning a little before sleeping is what makes the
+        // host-local barrier and allreduce fast.
+        let cpus = host_cpus();
+        host.set_spin(if hsize <= cpus {
+            Duration::from_micros(50)
+        } else {
+            Duration::ZERO
+        });
         // Everyone of the host has attached: the name can go (crash-proof from here on).
         if shared {
             raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
@@ -338,7 +348,6 @@ impl MpiEngine {
                 let _ = sys::shm_unlink(&ctl_name);
             }
         }
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(MpiEngine {
             rank,
             size,
@@ -436,7 +445,9 @@ impl MpiEngine {
         // the displacement lies in the target's header (id < NOTIFICATIONS, checked by World).
         let req = unsafe { s.win.rput(&*v as *const u32 as *const u8, 4, rank, disp)? };
         self.post(queue, seg, rank, Some(req), Some(v));
-        Ok(())
+        // A notification must arrive without a queue wait at the origin (the target may be
+        // waiting for it while the origin waits for something else): push it out now.
+        s.win.flush_local(rank)
     }
 
     /// The notification header of this rank's segment `seg` (valid while the keep-alive lives).
@@ -453,6 +464,38 @@ impl MpiEngine {
         word.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Runs a host-local wait `f` (resumable after `Err(Timeout)`) until `deadline`. With other
+    /// hosts in the job it runs in short slices and lets MPI progress between them: where MPI
+    /// carries one-sided operations as messages (osc pt2pt over TCP), an operation of another
+    /// host on this rank's memory completes only while this rank calls into MPI, and the rank
+    /// that issued it may be the one this wait is waiting for.
+    fn host_wait<T>(
+        &self,
+        deadline: Deadline,
+        mut f: impl FnMut(Timeout) -> Result<T>,
+    ) -> Result<T> {
+        let as_timeout = |d: Option<Duration>| d.map_or(Timeout::Test, Timeout::After);
+        if self.hosts == 1 {
+            let t = match deadline {
+                Deadline::Never => Timeout::Block,
+                d => as_timeout(d.slice(Duration::MAX)),
+            };
+            return f(t).map_err(|e| self.lift(e));
+        }
+        let mut nap = Duration::from_micros(20);
+        loop {
+            match f(as_timeout(deadline.slice(nap))) {
+                Err(Error::Timeout) => {}
+                r => return r.map_err(|e| self.lift(e)),
+            }
+            raw::progress(self.comm);
+            if deadline.expired() {
+                return Err(Error::Timeout);
+            }
+            nap = (nap * 2).min(MAX_NAP);
+        }
+    }
+
     /// A host-local rank that failed, in world numbering.
     fn host_gone(&self) -> Option<Rank> {
         let me = self.host.local_rank();
@@ -466,7 +509,7 @@ impl MpiEngine {
         loop {
             match &mut c.barrier {
                 BarrierPhase::Idle => {
-                    self.host.barrier(timeout).map_err(|e| self.lift(e))?;
+                    self.host_wait(deadline, |t| self.host.barrier(t))?;
                     c.barrier = match &self.leaders {
                         Some(l) if self.host.local_rank() == 0 => {
                             BarrierPhase::Leaders(raw::ibarrier(*l)?)
@@ -480,7 +523,7 @@ impl MpiEngine {
                 }
                 BarrierPhase::Release => {
                     if self.members.len() > 1 {
-                        self.host.barrier(timeout).map_err(|e| self.lift(e))?;
+                        self.host_wait(deadline, |t| self.host.barrier(t))?;
                     }
                     c.barrier = BarrierPhase::Idle;
                     return Ok(());
@@ -502,6 +545,15 @@ fn check(size: usize, rank: Rank, seg: u32, offset: usize, len: usize) -> Result
             size,
         }),
     }
+}
+
+/// Processors online on this host (not this process's affinity mask, which an MPI launcher
+/// narrows to the rank's own core).
+fn host_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let mask = std::thread::available_parallelism().map_or(1, |n| n.get());
+    usize::try_from(n).unwrap_or(0).max(mask)
 }
 
 fn fnv(s: &str) -> u64 {
@@ -578,9 +630,9 @@ impl Engine for MpiEngine {
         };
         if !resuming {
             // Resumable by itself after a timeout.
-            self.host
-                .segment_create(seg, size, timeout)
-                .map_err(|e| self.lift(e))?;
+            self.host_wait(timeout.deadline(), |t| {
+                self.host.segment_create(seg, size, t)
+            })?;
         }
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
         if matches!(s[seg as usize], Slot::Empty) {
@@ -644,9 +696,7 @@ impl Engine for MpiEngine {
             };
             m.win.free()?;
         }
-        self.host
-            .segment_delete(seg, timeout)
-            .map_err(|e| self.lift(e))
+        self.host_wait(timeout.deadline(), |t| self.host.segment_delete(seg, t))
     }
 
     fn segment_local(&self, seg: u32) -> Result<(*mut u8, usize, KeepAlive)> {
@@ -891,9 +941,9 @@ impl Engine for MpiEngine {
                     // Host-local first (skipped when this rank is its host's only one).
                     let mut send = vec![0u8; input.len()];
                     if self.members.len() > 1 {
-                        self.host
-                            .allreduce(input, &mut send, ty, op, timeout)
-                            .map_err(|e| self.lift(e))?;
+                        self.host_wait(deadline, |t| {
+                            self.host.allreduce(input, &mut send, ty, op, t)
+                        })?;
                     } else {
                         send.copy_from_slice(input);
                     }
@@ -931,9 +981,9 @@ impl Engine for MpiEngine {
                     if self.members.len() > 1 {
                         // The leader's result combined with everyone else's neutral element:
                         // a broadcast through the host's shared-memory allreduce.
-                        self.host
-                            .allreduce(contrib, output, ty, op, timeout)
-                            .map_err(|e| self.lift(e))?;
+                        self.host_wait(deadline, |t| {
+                            self.host.allreduce(contrib, output, ty, op, t)
+                        })?;
                     } else {
                         output.copy_from_slice(contrib);
                     }

@@ -624,6 +624,19 @@ impl Win {
         )
     }
 
+    /// `MPI_Win_flush_local(rank)`: every operation to `rank` is complete at this rank. Where
+    /// MPI implements one-sided operations with messages (osc pt2pt over TCP), small
+    /// operations wait in a buffer until a flush; this sends them on their way, so that they
+    /// arrive without the origin waiting for the target's acknowledgement.
+    pub(crate) fn flush_local(&self, rank: usize) -> Result<()> {
+        let _g = lock();
+        // SAFETY: a valid window in a lock_all epoch.
+        check(
+            unsafe { ffi::MPI_Win_flush_local(rank as c_int, self.0) },
+            "MPI_Win_flush_local",
+        )
+    }
+
     /// `MPI_Fetch_and_op(MPI_SUM)` on a `u64` plus flush: returns the old value.
     pub(crate) fn fetch_add(&self, rank: usize, disp: usize, v: u64) -> Result<u64> {
         let mut old = 0u64;
