@@ -12,23 +12,17 @@ use super::RawLock;
 use crate::futex;
 use crate::sync::{spin_hint, yield_now, AtomicU32, Ordering};
 
-// The waiting schedule, chosen by `tiers bench lock` on two cores (a contended increment):
-// a short exponential spin (1 + 2 + 4 + 8 pauses between looks), then a few yields, then
-// sleep. Spinning longer only keeps the line bouncing away from the holder; sleeping sooner
-// makes the holder pay a wake-up for every few releases.
-/// Back-off rounds (2^0 .. 2^MAX_EXP pauses between looks) before a waiter yields.
+// The waiting schedule, chosen by measuring a contended increment on two cores (it is also
+// parking_lot's): four looks after 1, 2, 4, 8 pauses, then seven looks each after a yield,
+// then sleep. Polling while the lock is held, or spinning longer, keeps the line bouncing
+// away from the holder; sleeping sooner makes the holder pay a wake-up every few releases.
+/// Spin looks (after 2^0 .. 2^MAX_EXP pauses) before a waiter yields.
 const MAX_EXP: u32 = 3;
 /// Yields (each followed by one look) before a waiter sleeps.
 #[cfg(not(loom))]
 const YIELDS: u32 = 7;
 #[cfg(loom)]
 const YIELDS: u32 = 1;
-/// Looks a woken waiter takes before it sleeps again: the holder may be about to release.
-#[cfg(not(loom))]
-const RESPIN: u32 = 64;
-#[cfg(loom)]
-const RESPIN: u32 = 1;
-
 /// A test-and-test-and-set lock that spins, then sleeps.
 #[derive(Debug)]
 pub struct TtasLock {
@@ -63,24 +57,19 @@ impl TtasLock {
 
     #[cold]
     fn lock_slow(&self) {
+        // Spin: wait 2^exp pauses, then one look (and a swap if it looks free). The waiter
+        // does not poll while it waits: every read pulls the line from the holder.
         for exp in 0..=MAX_EXP {
-            while self.locked.load(Ordering::Relaxed) != 0 {
-                for _ in 0..1u32 << exp {
-                    spin_hint();
-                }
-                if cfg!(loom) {
-                    break;
-                }
+            for _ in 0..1u32 << exp {
+                spin_hint();
             }
-            if self.locked.swap(1, Ordering::Acquire) == 0 {
+            if self.try_lock().is_some() {
                 return;
             }
         }
         for _ in 0..YIELDS {
             yield_now();
-            if self.locked.load(Ordering::Relaxed) == 0
-                && self.locked.swap(1, Ordering::Acquire) == 0
-            {
+            if self.try_lock().is_some() {
                 return;
             }
         }
@@ -95,15 +84,6 @@ impl TtasLock {
             futex::wait(&self.locked, 1, None);
             self.sleepers.fetch_sub(1, Ordering::Relaxed);
             self.waking.store(0, Ordering::Release);
-            // A short spin before sleeping again: the holder may be about to release.
-            for _ in 0..RESPIN {
-                if self.locked.load(Ordering::Relaxed) == 0
-                    && self.locked.swap(1, Ordering::Acquire) == 0
-                {
-                    return;
-                }
-                spin_hint();
-            }
         }
     }
 }
