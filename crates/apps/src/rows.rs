@@ -39,6 +39,12 @@ impl<'a, T> RawRows<'a, T> {
         }
     }
 
+    /// Pointer to element `k` of the buffer (checked to lie inside it).
+    fn elem(&self, k: usize) -> *mut T {
+        assert!(k < self.rows * self.width, "element out of bounds");
+        self.ptr.wrapping_add(k)
+    }
+
     /// # Safety
     /// No two live slices returned by this method may come from overlapping row ranges.
     #[allow(clippy::mut_from_ref)]
@@ -100,9 +106,57 @@ pub fn par_rows2<A, B, F>(
     });
 }
 
+/// Copies the upper triangle of the row-major n×n `data` onto its lower triangle
+/// (`data[i][j] = data[j][i]` for j < i), rows claimed by the workers in blocks.
+pub fn mirror_upper<T>(pool: &Pool, data: &mut [T], n: usize)
+where
+    T: Copy + Send + Sync,
+{
+    assert_eq!(data.len(), n * n, "matrix data is not {n}x{n}");
+    let raw = RawRows::new(data, n.max(1));
+    pool.for_each_range(0..n, Schedule::Dynamic(16), |r| {
+        for i in r {
+            for j in 0..i {
+                // SAFETY: both indices lie inside the n×n buffer (`elem` checks). Element
+                // (j, i) with j < i is in the upper triangle, which no worker writes during this
+                // call; element (i, j) with j < i is in row i's lower triangle, which only the
+                // one worker holding row i (for_each_range hands out disjoint rows) writes. The
+                // accesses are by raw pointer to single elements, never through slices.
+                unsafe { *raw.elem(i * n + j) = *raw.elem(j * n + i) };
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mirror_makes_symmetric() {
+        for threads in [1, 2, 3] {
+            let pool = Pool::builder().threads(threads).build().unwrap();
+            for n in [0, 1, 2, 7, 40] {
+                let mut m: Vec<u32> = (0..n * n)
+                    .map(|k| {
+                        if k % n.max(1) > k / n.max(1) {
+                            k as u32
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                mirror_upper(&pool, &mut m, n);
+                for i in 0..n {
+                    assert_eq!(m[i * n + i], 0);
+                    for j in i + 1..n {
+                        assert_eq!(m[i * n + j], (i * n + j) as u32);
+                        assert_eq!(m[j * n + i], m[i * n + j]);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_row_written_once() {

@@ -5,7 +5,7 @@
 //! base (N, R, …) are skipped.
 
 /// Dense k-mer count profile of one sequence.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Profile {
     counts: Vec<u16>,
     total: u32,

@@ -2,15 +2,15 @@
 //!
 //! Row `i` computes its pairs `j > i` (the upper triangle), the rows are claimed dynamically in
 //! small chunks because the triangle makes early rows longer, and the lower triangle is mirrored
-//! afterwards. Every pair is computed by the same code whatever thread ran it, so the matrix does
-//! not depend on the thread count.
+//! afterwards, also by row blocks in parallel. Every pair is computed by the same code whatever
+//! thread ran it, so the matrix does not depend on the thread count.
 
 pub mod hamming;
 pub mod kmer;
 pub mod swg;
 
 use crate::matrix::DistMatrix;
-use crate::rows::par_rows;
+use crate::rows::{mirror_upper, par_rows};
 use tiers_node::{Pool, Schedule};
 
 /// A distance between sequences.
@@ -75,10 +75,22 @@ pub fn pairwise(
             .into());
         }
     }
-    let profiles: Vec<kmer::Profile> = match metric {
-        Metric::Kmer(k) => seqs.iter().map(|s| kmer::profile(s, k)).collect(),
-        _ => Vec::new(),
-    };
+    let mut profiles: Vec<kmer::Profile> = Vec::new();
+    if let Metric::Kmer(k) = metric {
+        profiles.resize(n, kmer::Profile::default());
+        par_rows(
+            pool,
+            &mut profiles,
+            1,
+            Schedule::Dynamic(16),
+            |rows, block| {
+                for (i, p) in rows.zip(block) {
+                    *p = kmer::profile(seqs[i], k);
+                }
+            },
+        );
+    }
+    let profiles = profiles;
     let mut data = vec![0f32; n * n];
     if n == 0 {
         return Ok(DistMatrix { n, data });
@@ -96,11 +108,7 @@ pub fn pairwise(
             }
         }
     });
-    for i in 0..n {
-        for j in 0..i {
-            data[i * n + j] = data[j * n + i];
-        }
-    }
+    mirror_upper(pool, &mut data, n);
     Ok(DistMatrix { n, data })
 }
 
