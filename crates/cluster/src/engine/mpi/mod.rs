@@ -13,8 +13,11 @@
 //! - `write_notify` puts the data, flushes that target, then puts the notification (GASPI
 //!   ordering: the notification is never visible before the data);
 //! - atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap` plus a flush;
-//! - barrier and allreduce are hierarchical: host-local in shared memory, then
-//!   `MPI_Ibarrier`/`MPI_Iallreduce` among one leader per host, then host-local again;
+//! - barrier and allreduce are hierarchical: host-local in shared memory, then among one
+//!   leader per host (a dissemination barrier of `MPI_Isend`/`MPI_Irecv`, measured faster
+//!   than `MPI_Ibarrier`; `MPI_Iallreduce`), then host-local again. Float sums are added in
+//!   rank order on every rank after an allgather of all inputs (Bruck's algorithm over
+//!   point-to-point messages when small, `MPI_Iallgather` when large);
 //! - passive messages to other hosts are `MPI_Isend`s matched with `MPI_Improbe`.
 //!
 //! Every wait drives non-blocking MPI calls with tests, so timeouts are real, and sleeps
@@ -47,6 +50,9 @@ use std::time::Duration;
 
 /// Tag of passive messages between hosts.
 const TAG_PASSIVE: i32 = 0x7431;
+/// Float sums gather every rank's input; up to this many bytes in all, with tiers' own
+/// point-to-point allgather (fewer steps per call than `MPI_Iallgather`'s schedule).
+const BRUCK_MAX: usize = 64 * 1024;
 /// Longest sleep between two polls of MPI progress.
 const MAX_NAP: Duration = Duration::from_millis(1);
 
@@ -94,17 +100,22 @@ pub fn from_env() -> Result<Box<dyn Engine>> {
     Ok(Box::new(MpiEngine::new(MpiConfig::from_env())?))
 }
 
-/// What the collectives of a world of `size` ranks with `local_size` per host run (printed by
-/// the benchmarks).
+/// What the barrier, or the allreduce of one `f64` sum, of a world of `size` ranks with
+/// `local_size` per host runs (printed by the benchmarks).
 pub fn collective_algorithm(e: &dyn Engine, barrier: bool) -> &'static str {
     match (e.local_size() == e.size(), e.local_size() == 1, barrier) {
         (true, _, true) => "shared-memory barrier (one host)",
         (true, _, false) => "shared-memory allreduce (one host)",
-        (_, true, true) => "MPI_Ibarrier + MPI_Test",
-        (_, true, false) => "MPI_Iallreduce + MPI_Test",
-        (_, _, true) => "hierarchical: shm barrier, MPI_Ibarrier of host leaders, shm barrier",
+        (_, true, true) => "dissemination barrier of MPI_Isend/MPI_Irecv + MPI_Test",
+        (_, true, false) => {
+            "f64 sum: allgather (Bruck, MPI_Isend/MPI_Irecv), added in rank order"
+        }
+        (_, _, true) => {
+            "hierarchical: shm barrier, dissemination barrier of host leaders (MPI_Isend/MPI_Irecv), shm barrier"
+        }
         (_, _, false) => {
-            "hierarchical: shm allreduce, MPI_Iallreduce of host leaders, shm broadcast"
+            "f64 sum: allgather of every rank (Bruck, MPI_Isend/MPI_Irecv), added in rank order \
+             (other types and ops: shm allreduce, MPI_Iallreduce of host leaders, shm broadcast)"
         }
     }
 }
@@ -189,7 +200,7 @@ struct QState {
 
 enum BarrierPhase {
     Idle,
-    Leaders(Req),
+    Leaders(raw::Dissemination),
     Release,
 }
 
@@ -209,6 +220,8 @@ enum ReducePhase {
         _send: Vec<u8>,
         all: Vec<u8>,
     },
+    /// The same for small inputs, with tiers' own point-to-point allgather.
+    Bruck(raw::Bruck),
 }
 
 struct Coll {
@@ -512,13 +525,13 @@ impl MpiEngine {
                     self.host_wait(deadline, |t| self.host.barrier(t))?;
                     c.barrier = match &self.leaders {
                         Some(l) if self.host.local_rank() == 0 => {
-                            BarrierPhase::Leaders(raw::ibarrier(*l)?)
+                            BarrierPhase::Leaders(raw::Dissemination::new(*l))
                         }
                         _ => BarrierPhase::Release,
                     };
                 }
-                BarrierPhase::Leaders(req) => {
-                    req.wait(deadline, self.spin)?;
+                BarrierPhase::Leaders(d) => {
+                    raw::poll(deadline, self.spin, || d.step())?;
                     c.barrier = BarrierPhase::Release;
                 }
                 BarrierPhase::Release => {
@@ -909,6 +922,10 @@ impl Engine for MpiEngine {
                     // Float addition is not associative: every rank must add the same values
                     // in rank order (as the other engines do), which no tree (MPI's or a
                     // hierarchy's) does. Gather all inputs, fold them in rank order.
+                    if input.len() * self.size <= BRUCK_MAX {
+                        c.reduce = ReducePhase::Bruck(raw::Bruck::new(input, self.comm));
+                        continue;
+                    }
                     let send = input.to_vec();
                     let mut all = vec![0u8; input.len() * self.size];
                     // SAFETY: both buffers move into the phase (heap memory that stays put)
@@ -926,6 +943,17 @@ impl Engine for MpiEngine {
                         _send: send,
                         all,
                     };
+                }
+                ReducePhase::Bruck(b) => {
+                    raw::poll(deadline, self.spin, || b.step())?;
+                    let all = b.result();
+                    let n = input.len();
+                    output.copy_from_slice(&all[..n]);
+                    for r in 1..self.size {
+                        crate::collective::combine(ty, op, output, &all[r * n..(r + 1) * n]);
+                    }
+                    c.reduce = ReducePhase::Idle;
+                    return Ok(());
                 }
                 ReducePhase::Gather { req, all, .. } => {
                     req.wait(deadline, self.spin)?;
