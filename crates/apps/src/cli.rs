@@ -3,7 +3,7 @@
 use crate::alu::{generate, AluSpec};
 use crate::cluster::{da_pwc, ClusterOptions, Event};
 use crate::compare::{adjusted_rand_index, procrustes};
-use crate::distance::{pairwise, Metric};
+use crate::distance::{pairwise_with_progress, Metric};
 use crate::mds::{smacof, MdsOptions};
 use crate::model::{append_run, Run};
 use crate::render::{render, RenderSpec, TileSchedule};
@@ -91,6 +91,9 @@ pub struct DistancesArgs {
     /// Append this run's time to a runs file for `tiers model`.
     #[arg(long)]
     runs: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// `tiers mds`.
@@ -300,7 +303,17 @@ pub fn run(cmd: AppCommand) -> Res {
             let seqs: Vec<&[u8]> = recs.iter().map(|r| r.seq.as_slice()).collect();
             let p = pool(a.threads)?;
             let t0 = Instant::now();
-            let d = pairwise(&p, &seqs, metric)?;
+            let quiet = a.quiet;
+            let d = pairwise_with_progress(&p, &seqs, metric, |done, total| {
+                if !quiet {
+                    let s = t0.elapsed().as_secs_f64();
+                    eprintln!(
+                        "[distances] {done} of {total} pairs ({:.0} %), {s:.1} s, about {:.0} s to go",
+                        100.0 * done as f64 / total as f64,
+                        s * (total - done) as f64 / done.max(1) as f64
+                    );
+                }
+            })?;
             let secs = t0.elapsed().as_secs_f64();
             matrix::write(&a.out, &d, a.big_endian)?;
             let pairs = (d.n * d.n.saturating_sub(1) / 2) as f64;

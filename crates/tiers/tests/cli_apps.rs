@@ -80,6 +80,10 @@ fn sequences_to_clusters_and_points() {
     let bin = dir.path("d.bin");
     let (_, err) = ok(&["distances", &fa, "--threads", "2", "--out", &bin]);
     assert!(err.contains("swg distances of 120 sequences"), "{err}");
+    assert!(
+        err.contains("[distances] 7140 of 7140 pairs (100 %)"),
+        "progress: {err}"
+    );
     assert_eq!(std::fs::metadata(&bin).unwrap().len(), 120 * 120 * 2);
     let d = matrix::read(Path::new(&bin), false, Some(120)).unwrap();
     for i in 0..120 {

@@ -11,6 +11,7 @@ pub mod swg;
 
 use crate::matrix::DistMatrix;
 use crate::rows::{mirror_upper, par_rows};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tiers_node::{Pool, Schedule};
 
 /// A distance between sequences.
@@ -59,7 +60,20 @@ pub fn pairwise(
     seqs: &[&[u8]],
     metric: Metric,
 ) -> Result<DistMatrix, Box<dyn std::error::Error>> {
+    pairwise_with_progress(pool, seqs, metric, |_, _| {})
+}
+
+/// [`pairwise`], calling `progress(done, total)` (in pairs) from the worker that completes each
+/// further tenth of the pairs.
+pub fn pairwise_with_progress(
+    pool: &Pool,
+    seqs: &[&[u8]],
+    metric: Metric,
+    progress: impl Fn(usize, usize) + Sync,
+) -> Result<DistMatrix, Box<dyn std::error::Error>> {
     let n = seqs.len();
+    let total = n * n.saturating_sub(1) / 2;
+    let done = AtomicUsize::new(0);
     if metric == Metric::Hamming {
         if let Some((i, s)) = seqs
             .iter()
@@ -105,6 +119,12 @@ pub fn pairwise(
                     Metric::Swg => aligner.align(seqs[i], seqs[j]).distance(),
                 };
                 row[j] = d as f32;
+            }
+            let row_pairs = n - i - 1;
+            let before = done.fetch_add(row_pairs, Ordering::Relaxed);
+            let after = before + row_pairs;
+            if total > 0 && after * 10 / total > before * 10 / total {
+                progress(after, total);
             }
         }
     });
@@ -152,6 +172,27 @@ mod tests {
             }
             assert!(same / (ns as f32) < 0.5 * diff / (nd as f32), "{metric:?}");
         }
+    }
+
+    #[test]
+    fn progress_in_tenths() {
+        let seqs = generate(&AluSpec {
+            n: 50,
+            ..Default::default()
+        });
+        let s: Vec<&[u8]> = seqs.iter().map(|a| a.record.seq.as_slice()).collect();
+        let pool = Pool::builder().threads(2).build().unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let d = pairwise_with_progress(&pool, &s, Metric::Kmer(4), |done, total| {
+            seen.lock().unwrap().push((done, total))
+        })
+        .unwrap();
+        assert_eq!(d, pairwise(&pool, &s, Metric::Kmer(4)).unwrap());
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        assert!((5..=10).contains(&seen.len()), "{seen:?}");
+        assert!(seen.iter().all(|&(_, t)| t == 50 * 49 / 2));
+        assert_eq!(seen.last().unwrap().0, 50 * 49 / 2);
     }
 
     #[test]
