@@ -7,7 +7,8 @@
 //!
 //! - a segment is the host mapping (notification header + data) exposed as an MPI-3 window
 //!   (`MPI_Win_create`, one passive-target `lock_all` epoch for its whole life);
-//! - write/read are `MPI_Rput`/`MPI_Rget`; a queue remembers its requests and the
+//! - write/read are `MPI_Rput`/`MPI_Rget` (writes under 64 KiB plain `MPI_Put`s, which MPI
+//!   may pack together); a queue remembers its requests and the
 //!   (window, rank) pairs it touched, and `wait` tests the requests (a real timeout) and then
 //!   flushes exactly those targets;
 //! - `write_notify` puts the data, flushes that target, then puts the notification (GASPI
@@ -53,6 +54,10 @@ const TAG_PASSIVE: i32 = 0x7431;
 /// Float sums gather every rank's input; up to this many bytes in all, with tiers' own
 /// point-to-point allgather (fewer steps per call than `MPI_Iallgather`'s schedule).
 const BRUCK_MAX: usize = 64 * 1024;
+/// Writes from this size on are `MPI_Rput`s, whose local completion a queue wait tests with
+/// its timeout before it flushes; smaller ones are `MPI_Put`s, which MPI may pack together
+/// (request-based puts go out one message each over TCP: 1.4x MPI_Put's time at 8 B).
+const RPUT_MIN: usize = 64 * 1024;
 /// Longest sleep between two polls of MPI progress.
 const MAX_NAP: Duration = Duration::from_millis(1);
 
@@ -348,8 +353,12 @@ impl MpiEngine {
         // (one core) says nothing about whether the host's ranks each have one: count the
         // host's processors instead. Spinning a little before sleeping is what makes the
         // host-local barrier and allreduce fast.
+        // When MPI was told to yield rather than spin (`--mca mpi_yield_when_idle 1`: more
+        // ranks than cores, as with several hosts on one machine), sleep rather than spin too.
         let cpus = host_cpus();
-        host.set_spin(if hsize <= cpus {
+        let yields = std::env::var("OMPI_MCA_mpi_yield_when_idle")
+            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
+        host.set_spin(if hsize <= cpus && !yields {
             Duration::from_micros(50)
         } else {
             Duration::ZERO
@@ -732,6 +741,13 @@ impl Engine for MpiEngine {
                 .map_err(|e| self.lift(e));
         }
         let (src, s, disp) = self.remote(t)?;
+        if t.len < RPUT_MIN {
+            // SAFETY: as below; the queue's wait flushes this target before the program may
+            // reuse the source.
+            unsafe { s.win.put(src, t.len, t.rank, disp)? };
+            self.post(queue, t.remote_seg, t.rank, None, None);
+            return Ok(());
+        }
         // SAFETY: src..src+len lies in this rank's segment (checked), kept mapped by `s`'s
         // keep-alive, which the queue holds (through `touched`) until wait; disp + len lies in
         // the target's window (checked against its registered size).
