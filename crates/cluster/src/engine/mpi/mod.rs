@@ -197,6 +197,8 @@ enum Slot {
 struct QState {
     reqs: Vec<Req>,
     touched: HashSet<(u32, Rank)>,
+    /// The last entry put into `touched` (most writes in a row go to one target).
+    last: Option<(u32, Rank)>,
     /// Notification values in flight (their puts read them until flushed).
     // Boxed: the puts read them by address, so they must not move when the Vec grows.
     #[allow(clippy::vec_box)]
@@ -436,20 +438,43 @@ impl MpiEngine {
     /// Checks a transfer to another host; returns the local address, the window and the
     /// target displacement.
     fn remote(&self, t: &Transfer) -> Result<(*mut u8, Arc<MpiSeg>, usize)> {
-        let l = self.seg(t.local_seg, self.rank)?;
-        let r = self.seg(t.remote_seg, t.rank)?;
+        self.with_remote(t, |src, r, disp| Ok((src, r.clone(), disp)))
+    }
+
+    /// [`Self::remote`] without reference counting: runs `f` under the segment table's read
+    /// lock (the fast path of small writes).
+    #[inline]
+    fn with_remote<R>(
+        &self,
+        t: &Transfer,
+        f: impl FnOnce(*mut u8, &Arc<MpiSeg>, usize) -> Result<R>,
+    ) -> Result<R> {
+        let segs = self.segs.read().unwrap_or_else(|e| e.into_inner());
+        let (Some(Slot::Ready(l)), Some(Slot::Ready(r))) = (
+            segs.get(t.local_seg as usize),
+            segs.get(t.remote_seg as usize),
+        ) else {
+            let (seg, rank) = match segs.get(t.local_seg as usize) {
+                Some(Slot::Ready(_)) => (t.remote_seg, t.rank),
+                _ => (t.local_seg, self.rank),
+            };
+            return Err(Error::NoSuchSegment { seg, rank });
+        };
         let lp = check(l.size, self.rank, t.local_seg, t.local_off, t.len)?;
         check(r.sizes[t.rank], t.rank, t.remote_seg, t.remote_off, t.len)?;
         // SAFETY: local_off + len <= size of this rank's segment (checked above).
         let src = unsafe { l.data.add(lp) };
-        Ok((src, r, SEG_HEADER + t.remote_off))
+        f(src, r, SEG_HEADER + t.remote_off)
     }
 
     fn post(&self, queue: usize, seg: u32, rank: Rank, req: Option<Req>, value: Option<Box<u32>>) {
         let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
         q.reqs.extend(req);
         q.values.extend(value);
-        q.touched.insert((seg, rank));
+        if q.last != Some((seg, rank)) {
+            q.touched.insert((seg, rank));
+            q.last = Some((seg, rank));
+        }
     }
 
     fn notify_remote(
@@ -740,19 +765,21 @@ impl Engine for MpiEngine {
                 .write(queue, &Transfer { rank: i, ..*t })
                 .map_err(|e| self.lift(e));
         }
-        let (src, s, disp) = self.remote(t)?;
-        if t.len < RPUT_MIN {
-            // SAFETY: as below; the queue's wait flushes this target before the program may
+        let req = self.with_remote(t, |src, s, disp| {
+            // SAFETY: src..src+len lies in this rank's segment (checked), which stays mapped
+            // until the segment is deleted, which the program does only after waiting for
+            // its queues (GASPI's rule); disp + len lies in the target's window (checked against
+            // its registered size). The queue's wait completes the put before the program may
             // reuse the source.
-            unsafe { s.win.put(src, t.len, t.rank, disp)? };
-            self.post(queue, t.remote_seg, t.rank, None, None);
-            return Ok(());
-        }
-        // SAFETY: src..src+len lies in this rank's segment (checked), kept mapped by `s`'s
-        // keep-alive, which the queue holds (through `touched`) until wait; disp + len lies in
-        // the target's window (checked against its registered size).
-        let req = unsafe { s.win.rput(src, t.len, t.rank, disp)? };
-        self.post(queue, t.remote_seg, t.rank, Some(req), None);
+            unsafe {
+                if t.len < RPUT_MIN {
+                    s.win.put(src, t.len, t.rank, disp).map(|()| None)
+                } else {
+                    s.win.rput(src, t.len, t.rank, disp).map(Some)
+                }
+            }
+        })?;
+        self.post(queue, t.remote_seg, t.rank, req, None);
         Ok(())
     }
 
@@ -811,6 +838,7 @@ impl Engine for MpiEngine {
             }
             Ok(reqs.is_empty())
         })?;
+        q.last = None;
         for (seg, rank) in q.touched.drain().collect::<Vec<_>>() {
             if let Ok(s) = self.seg(seg, rank) {
                 s.win.flush(rank)?;
