@@ -177,8 +177,8 @@ pub fn getpid() -> u32 {
     std::process::id()
 }
 
-/// Prepares `cmd` so that the child dies with the launcher (PR_SET_PDEATHSIG) and, if `cpus`
-/// is not empty, runs pinned to those cpus.
+/// Prepares `cmd` so that the child leads a process group of its own, dies with the launcher
+/// (PR_SET_PDEATHSIG) and, if `cpus` is not empty, runs pinned to those cpus.
 pub fn child_setup(cmd: &mut std::process::Command, cpus: &[usize]) {
     use std::os::unix::process::CommandExt;
     // SAFETY: an all-zero cpu_set_t is the empty set.
@@ -190,9 +190,11 @@ pub fn child_setup(cmd: &mut std::process::Command, cpus: &[usize]) {
     let pin = !cpus.is_empty();
     let parent = getpid() as libc::pid_t;
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe system
-    // calls (prctl, getppid, sched_setaffinity, _exit) on data copied before the fork.
+    // calls (setpgid, prctl, getppid, sched_setaffinity, _exit) on data copied before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            // A process group of its own, so that ending the rank ends what it started.
+            libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if libc::getppid() != parent {
                 // The launcher died before prctl took effect.
@@ -240,6 +242,18 @@ pub fn signal(pid: u32, sig: i32) {
     }
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Sends `sig` to the process group that `pid` leads (see [`child_setup`]), or to `pid` alone
+/// when it does not lead one yet (it has just been forked).
+pub fn signal_group(pid: u32, sig: i32) {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return;
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    if unsafe { libc::kill(-(pid as libc::pid_t), sig) } != 0 {
+        signal(pid, sig);
+    }
 }
 
 /// A short name of signal `sig`.

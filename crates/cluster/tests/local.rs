@@ -21,7 +21,7 @@ fn random_ops_against_a_model() {
 
 #[test]
 fn killed_rank() {
-    for n in 2..=4 {
+    for (n, victim) in [(2, 1), (3, 2), (4, 3), (2, 0), (3, 0), (4, 1)] {
         let worlds = local::worlds(n).unwrap();
         std::thread::scope(|s| {
             let hs: Vec<_> = worlds
@@ -29,14 +29,20 @@ fn killed_rank() {
                 .map(|w| {
                     s.spawn(move || {
                         // A rank "dies" by panicking: its world is dropped while unwinding.
-                        common::killed(&w, || panic!("rank dies on purpose"))
+                        common::killed(&w, victim, || panic!("rank dies on purpose"))
                     })
                 })
                 .collect();
             let res: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
-            assert!(res[n - 1].is_err(), "the victim panicked");
-            for r in res[..n - 1].iter() {
-                assert!(r.is_ok(), "survivors pass");
+            for (r, res) in res.iter().enumerate() {
+                if r == victim {
+                    assert!(res.is_err(), "the victim panicked ({n} ranks)");
+                } else {
+                    assert!(
+                        res.is_ok(),
+                        "survivor {r} passes ({n} ranks, victim {victim})"
+                    );
+                }
             }
         });
     }
@@ -71,5 +77,8 @@ fn endpoints_on_workers_bypass_and_engine() {
         common::endpoints(&w, workers, Delivery::Bypass);
         common::endpoints(&w, workers, Delivery::Engine);
     }
-    local::run(2, |w| common::endpoints(w, 2, Delivery::Bypass)).unwrap();
+    for n in 2..=4 {
+        local::run(n, |w| common::endpoints(w, 2, Delivery::Bypass)).unwrap();
+        local::run(n, |w| common::endpoints(w, 1, Delivery::Engine)).unwrap();
+    }
 }

@@ -8,6 +8,7 @@ use tiers_cluster::engine::shm;
 use tiers_cluster::launch::{End, Job, Outcome};
 
 const SCENARIO: &str = "TIERS_TEST_SCENARIO";
+const PID_DIR: &str = "TIERS_TEST_PID_DIR";
 
 /// The rank side: does nothing in a normal test run.
 #[test]
@@ -15,6 +16,18 @@ fn child() {
     let Ok(s) = std::env::var(SCENARIO) else {
         return;
     };
+    if s == "launcher" {
+        // A launcher of its own (killed with -9 by `killed_launcher_leaves_nothing`).
+        let exe = std::env::current_exe().unwrap();
+        let mut job = Job::new(2, exe)
+            .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .env(SCENARIO, "sleeper");
+        job.pin = false;
+        job.report = false;
+        job.discard_stdout = true;
+        job.run().expect("launch");
+        return;
+    }
     if s == "spmd-suite" {
         tiers_cluster::spmd(common::suite).expect("spmd");
         return;
@@ -28,11 +41,27 @@ fn child() {
             common::endpoints(&w, 2, tiers_cluster::endpoint::Delivery::Bypass);
             common::endpoints(&w, 1, tiers_cluster::endpoint::Delivery::Engine);
         }
-        "killed" => common::killed(&w, || {
-            // SAFETY: kill has no memory-safety preconditions; this process ends here.
-            unsafe { libc::kill(std::process::id() as libc::pid_t, libc::SIGKILL) };
-            unreachable!("SIGKILL is not ignored");
-        }),
+        "killed" | "killed0" => {
+            let victim = if s == "killed0" { 0 } else { w.size() - 1 };
+            common::killed(&w, victim, || {
+                // SAFETY: kill has no memory-safety preconditions; this process ends here.
+                unsafe { libc::kill(std::process::id() as libc::pid_t, libc::SIGKILL) };
+                unreachable!("SIGKILL is not ignored");
+            })
+        }
+        "noop" => {}
+        "sleeper" => {
+            // Holds a segment, records its pid, then waits (for the launcher's death).
+            let _seg = w.segment(tiers_cluster::SegId(0), 4096).expect("segment");
+            w.barrier(tiers_cluster::Timeout::Block).expect("barrier");
+            let dir = std::env::var(PID_DIR).expect("pid dir");
+            std::fs::write(
+                format!("{dir}/{}", w.rank()),
+                std::process::id().to_string(),
+            )
+            .expect("pid file");
+            std::thread::sleep(Duration::from_secs(120));
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -68,7 +97,7 @@ fn suite_on_processes_1_to_4_ranks() {
 
 #[test]
 fn random_ops_on_processes() {
-    for n in [2, 3] {
+    for n in 1..=4 {
         let out = launch(n, "random", "shm");
         assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
     }
@@ -76,7 +105,7 @@ fn random_ops_on_processes() {
 
 #[test]
 fn endpoints_across_processes() {
-    for n in [2, 3] {
+    for n in 1..=4 {
         let out = launch(n, "endpoints", "shm");
         assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
     }
@@ -84,11 +113,20 @@ fn endpoints_across_processes() {
 
 #[test]
 fn killed_process_is_reported_and_survivors_see_it() {
-    for n in [2, 4] {
-        let out = launch(n, "killed", "shm");
+    for (n, scenario, victim) in [
+        (2, "killed", 1),
+        (3, "killed", 2),
+        (4, "killed", 3),
+        (2, "killed0", 0),
+        (3, "killed0", 0),
+    ] {
+        let t = std::time::Instant::now();
+        let out = launch(n, scenario, "shm");
         let mut want = vec![End::Exited(0); n];
-        want[n - 1] = End::Signaled(libc::SIGKILL);
-        assert_eq!(out.ends, want, "{n} ranks");
+        want[victim] = End::Signaled(libc::SIGKILL);
+        assert_eq!(out.ends, want, "{n} ranks, victim {victim}");
+        // The survivors saw the death long before the 30 s timeouts of the scenario.
+        assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
     }
 }
 
@@ -125,4 +163,77 @@ fn stale_objects_of_dead_launchers_are_swept() {
     assert!(!shm::list()
         .iter()
         .any(|o| o.starts_with(&format!("tiers-{job}-"))));
+}
+
+fn zombie_or_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn killed_launcher_leaves_nothing() {
+    // A launcher (this binary, scenario "launcher") of 2 sleeping ranks is killed with -9: its
+    // ranks die with it (PR_SET_PDEATHSIG), its objects stay, and the next launch sweeps them.
+    let dir = std::env::temp_dir().join(format!("tiers-pids-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut launcher = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(SCENARIO, "launcher")
+        .env(PID_DIR, &dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lpid = launcher.id();
+    let prefix = format!("tiers-{lpid}x");
+    let t = std::time::Instant::now();
+    let pids: Vec<u32> = loop {
+        let got: Vec<u32> = (0..2)
+            .filter_map(|r| std::fs::read_to_string(dir.join(r.to_string())).ok())
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        if got.len() == 2 {
+            break got;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let objs: Vec<String> = shm::list()
+        .into_iter()
+        .filter(|o| o.starts_with(&prefix))
+        .collect();
+    assert!(objs.iter().any(|o| o.ends_with("-ctl")), "{objs:?}");
+    assert!(objs.iter().any(|o| o.ends_with("-s0-r1")), "{objs:?}");
+    launcher.kill().unwrap(); // SIGKILL
+    launcher.wait().unwrap();
+    let t = std::time::Instant::now();
+    while !pids.iter().all(|&p| zombie_or_gone(p)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "ranks outlived the launcher"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Nobody removed the objects ...
+    assert!(shm::list().iter().any(|o| o.starts_with(&prefix)));
+    // ... until the next launch.
+    let out = launch(1, "noop", "shm");
+    assert!(out.success());
+    let left: Vec<String> = shm::list()
+        .into_iter()
+        .filter(|o| o.starts_with(&prefix))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "stale objects survived the sweep: {left:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

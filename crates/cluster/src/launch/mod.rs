@@ -6,7 +6,9 @@
 //! it marks the state vector (peers get `PeerFailed`), reports which rank died and how, ends the
 //! others after a grace period and fails. Every shared-memory object of the job is removed at
 //! the end; children die with the launcher (`PR_SET_PDEATHSIG`), and a launcher killed with
-//! `kill -9` leaves objects that the next launcher's sweep removes.
+//! `kill -9` leaves objects that the next launcher's sweep removes. Every rank leads a process
+//! group of its own, and ending a rank signals the whole group, so that what a rank started
+//! (a shell's children, say) ends with it.
 
 use crate::engine::shm::{self, JobControl};
 use crate::env;
@@ -258,7 +260,7 @@ impl Job {
                         eprintln!("tiers run: ending ranks {left:?} after a failure");
                     }
                     for &r in &left {
-                        sys::signal(pids[r], libc::SIGTERM);
+                        sys::signal_group(pids[r], libc::SIGTERM);
                     }
                     termed_at = Some(Instant::now());
                 }
@@ -266,7 +268,7 @@ impl Job {
             if let Some(t) = termed_at {
                 if t.elapsed() >= Duration::from_secs(1) {
                     for r in (0..procs).filter(|&r| ends[r].is_none()) {
-                        sys::signal(pids[r], libc::SIGKILL);
+                        sys::signal_group(pids[r], libc::SIGKILL);
                     }
                 }
             }

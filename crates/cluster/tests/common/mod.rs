@@ -537,12 +537,12 @@ fn errors(w: &World) {
     ok(w.barrier(Timeout::Block), "barrier");
 }
 
-/// A rank dies after the first barrier; the survivors must see it fail (or time out), never hang.
-pub fn killed(w: &World, die: impl FnOnce()) {
+/// Rank `victim` dies after the first barrier; the survivors must see it fail (or time out),
+/// never hang.
+pub fn killed(w: &World, victim: usize, die: impl FnOnce()) {
     let (me, n) = (w.rank(), w.size());
-    assert!(n >= 2);
+    assert!(n >= 2 && victim < n);
     let _seg = ok(w.segment(S1, 4096), "segment");
-    let victim = n - 1;
     ok(w.barrier(Timeout::Block), "barrier");
     if me == victim {
         die();

@@ -1,0 +1,118 @@
+//! `tiers run` and the cluster benchmarks, run as a user would run them.
+
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn tiers(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args(args)
+        .output()
+        .expect("tiers runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn run_passes_the_environment_and_prefixes_output() {
+    let (code, out, err) = tiers(&[
+        "run",
+        "-n",
+        "3",
+        "--prefix",
+        "--",
+        "sh",
+        "-c",
+        "echo rank $TIERS_RANK of $TIERS_SIZE engine $TIERS_ENGINE threads $TIERS_THREADS",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "[0] rank 0 of 3 engine shm threads 1",
+            "[1] rank 1 of 3 engine shm threads 1",
+            "[2] rank 2 of 3 engine shm threads 1",
+        ]
+    );
+}
+
+#[test]
+fn run_reports_a_rank_killed_by_a_signal_and_ends_the_rest() {
+    let t = Instant::now();
+    let (code, _, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--grace",
+        "0.5",
+        "--",
+        "sh",
+        "-c",
+        "if [ $TIERS_RANK = 1 ]; then kill -9 $$; fi; sleep 60",
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("rank 1 (pid ") && err.contains("was killed by signal 9 (SIGKILL)"),
+        "{err}"
+    );
+    assert!(err.contains("ending ranks [0] after a failure"), "{err}");
+    assert!(err.contains("rank 0: ended by the launcher"), "{err}");
+    // Rank 0 was ended after the grace period, not after its 60 s sleep.
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
+
+#[test]
+fn run_reports_a_rank_exit_code() {
+    let (code, _, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "exit $((TIERS_RANK * 3))",
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("rank 1 (pid ") && err.contains("exited with code 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cluster_benches_print_json_on_rank_0() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    for (name, ops) in [
+        ("latency", &["write", "write_notify", "read"][..]),
+        ("ranks", &["barrier", "allreduce", "fetch_add"][..]),
+    ] {
+        let (code, out, err) = tiers(&[
+            "run",
+            "-n",
+            "2",
+            "--",
+            exe,
+            "bench",
+            name,
+            "--min-time",
+            "0.01",
+            "--json",
+        ]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        let v: Value = serde_json::from_str(&out).expect("one JSON document from rank 0");
+        assert_eq!(v["bench"], name);
+        let res = v["results"].as_array().expect("results");
+        for op in ops {
+            assert!(
+                res.iter()
+                    .any(|r| r["op"] == *op && r["value"].as_f64().is_some_and(|x| x > 0.0)),
+                "{name}: no {op} row in {out}"
+            );
+        }
+    }
+}
