@@ -24,6 +24,9 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Where to read it from: `sysfs` (Linux /sys) or `hwloc` (needs the `hwloc` feature).
+        #[arg(long, default_value = "sysfs", value_parser = ["sysfs", "hwloc"])]
+        source: String,
     },
     /// Run a benchmark: tiers beside its peers in one run. `tiers bench list` names them all.
     Bench(bench::BenchArgs),
@@ -35,20 +38,42 @@ enum Command {
     App(tiers_apps::cli::AppCommand),
 }
 
+#[cfg(feature = "hwloc")]
+fn topo_hwloc() -> Result<tiers_node::Topology, String> {
+    tiers_node::Topology::detect_hwloc()
+}
+
+#[cfg(not(feature = "hwloc"))]
+fn topo_hwloc() -> Result<tiers_node::Topology, String> {
+    Err(
+        "built without hwloc: rebuild with `--features hwloc` (needs libhwloc-dev and libudev-dev)"
+            .into(),
+    )
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
-        Command::Topo { json } => {
-            let t = tiers_node::Topology::detect();
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&t).expect("topology serialises")
-                );
+        Command::Topo { json, source } => {
+            let t = if source == "hwloc" {
+                topo_hwloc()
             } else {
-                print!("{}", t.report());
+                Ok(tiers_node::Topology::detect())
+            };
+            match t {
+                Err(e) => Err(e.into()),
+                Ok(t) if json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&t).expect("topology serialises")
+                    );
+                    Ok(())
+                }
+                Ok(t) => {
+                    print!("{}", t.report());
+                    Ok(())
+                }
             }
-            Ok(())
         }
         Command::Bench(args) => bench::run(args),
         Command::Pipeline(args) => pipeline::run(args),

@@ -2,10 +2,13 @@
 //! caches and which processors share each, the SIMD level, and the affinity mask the process
 //! may run on (MCTP's "full hardware awareness", seed 004).
 //!
-//! Read from Linux `/sys` ([`sysfs`]). Where `/sys` says nothing (another OS, a locked-down
+//! Read from Linux `/sys` ([`sysfs`]), or through hwloc with the `hwloc` feature
+//! ([`Topology::detect_hwloc`]). Where `/sys` says nothing (another OS, a locked-down
 //! container) a flat fallback is built from the number of available processors, and
 //! [`Topology::source`] says so.
 
+#[cfg(feature = "hwloc")]
+mod hwloc;
 mod simd;
 mod sysfs;
 
@@ -93,6 +96,16 @@ impl Topology {
         t.affinity =
             crate::affinity::get().unwrap_or_else(|_| t.cpus.iter().map(|c| c.id).collect());
         t
+    }
+
+    /// Detects the machine through hwloc (the `hwloc` feature): the same description as
+    /// [`Topology::detect`], with `source` set to `hwloc`.
+    #[cfg(feature = "hwloc")]
+    pub fn detect_hwloc() -> Result<Topology, String> {
+        let mut t = hwloc::read()?;
+        t.affinity =
+            crate::affinity::get().unwrap_or_else(|_| t.cpus.iter().map(|c| c.id).collect());
+        Ok(t)
     }
 
     /// The topology detected at first use, shared by the whole process.
