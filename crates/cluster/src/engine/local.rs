@@ -95,3 +95,57 @@ pub fn run<R: Send>(n: usize, f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> 
             .collect()
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Timeout, World};
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    #[test]
+    fn a_mailbox_lock_held_by_a_dead_rank_is_taken_over() {
+        let map = Mapping::anonymous(Ctl::len(3)).unwrap();
+        // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(3) bytes, kept in the job.
+        let ctl = unsafe { Ctl::init(map.ptr(), 3, std::process::id()) };
+        let job = LocalBacking(Arc::new(LocalJob {
+            _ctl_map: map,
+            ctl,
+            segs: Mutex::new(HashMap::new()),
+        }));
+        let b = crate::Builder::new();
+        let ws: Vec<World> = (0..3)
+            .map(|r| b.wrap(Box::new(MemEngine::new(job.clone(), r))))
+            .collect();
+        // Rank 1 dies while it holds rank 0's mailbox lock (between lock and unlock).
+        ctl.rank(0).mailbox.lock.v.store(2, Ordering::Release);
+        ws[1].engine.leave(true);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut ws = ws;
+        let w2 = ws.pop().unwrap();
+        // Detached: if the send hangs, the test fails instead of hanging with it.
+        std::thread::spawn(move || {
+            let r = w2.passive_send(0, b"after", Timeout::Block);
+            tx.send(r).unwrap();
+            w2
+        });
+        let sent = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a send to a mailbox locked by a dead rank hangs");
+        assert_eq!(sent, Ok(()));
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            ws[0].passive_receive(&mut buf, Timeout::After(Duration::from_secs(5))),
+            Ok((2, 5))
+        );
+        assert_eq!(&buf[..5], b"after");
+        // A lock held by a live rank (another thread of rank 0) is not taken: the send times
+        // out.
+        ctl.rank(0).mailbox.lock.v.store(1, Ordering::Release);
+        assert_eq!(
+            ws[0].passive_send(0, b"x", Timeout::After(Duration::from_millis(50))),
+            Err(crate::Error::Timeout)
+        );
+        ctl.rank(0).mailbox.lock.v.store(0, Ordering::Release);
+    }
+}

@@ -352,23 +352,44 @@ impl<B: Backing> MemEngine<B> {
         r
     }
 
-    /// Takes a mailbox lock. It is held for one copy, so spin; yield only when the holder
-    /// seems preempted, and give up with `Timeout` once the deadline has passed.
+    /// Takes a mailbox lock (the word holds the owner's rank + 1). It is held for one copy, so
+    /// spin; yield only when the holder seems preempted, take the lock over from a holder that
+    /// has died (see below), and give up with `Timeout` once the deadline has passed.
     fn mailbox_lock(&self, l: &Line, deadline: Deadline) -> Result<()> {
+        let me = self.rank as u32 + 1;
         let mut i = 0u32;
         let mut since: Option<Instant> = None;
         loop {
-            if l.v
-                .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Ok(());
+            let cur = l.v.load(Ordering::Relaxed);
+            if cur == 0 {
+                if l.v
+                    .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
             }
             i = i.wrapping_add(1);
             std::hint::spin_loop();
             if i % 256 == 0 {
                 let t = *since.get_or_insert_with(Instant::now);
                 if t.elapsed() >= Duration::from_micros(50) {
+                    // A holder that died (killed between lock and unlock) never unlocks. Taking
+                    // its lock over is safe: a sender publishes a message (tail) only after
+                    // copying it and a receiver frees a slot (head) only after copying out, so
+                    // the mailbox is consistent at every point where the holder can stop.
+                    let owner = cur as usize - 1;
+                    if owner != self.rank && owner < self.size {
+                        self.probe();
+                        if self.peer_ok(owner).is_err()
+                            && l.v
+                                .compare_exchange(cur, me, Ordering::Acquire, Ordering::Relaxed)
+                                .is_ok()
+                        {
+                            return Ok(());
+                        }
+                    }
                     if deadline.expired() {
                         return Err(Error::Timeout);
                     }
