@@ -59,7 +59,7 @@ pub fn run(opts: &Opts) -> Report {
     for &p in &counts {
         progress(opts, format!("queue: {p} producer(s), 1 consumer"));
         let cpus = threads::cpus(p + 1);
-        let mut q = PcQueue::<u64>::new(1024);
+        let mut q = PcQueue::<u64>::new(1 << 14);
         let senders: Vec<std::sync::Mutex<PcSender<u64>>> =
             (0..p).map(|_| std::sync::Mutex::new(q.sender())).collect();
         let mut cands = Vec::new();
