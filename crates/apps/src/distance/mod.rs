@@ -55,6 +55,11 @@ impl Metric {
 }
 
 /// The full symmetric distance matrix of `seqs`, zero diagonal.
+/// Rows per block claimed by a worker.
+const ROWS: usize = 8;
+/// Columns per tile within a block of rows (k = 5 profiles: 2 KiB each, 64 KiB a tile).
+const COLS: usize = 32;
+
 pub fn pairwise(
     pool: &Pool,
     seqs: &[&[u8]],
@@ -109,25 +114,40 @@ pub fn pairwise_with_progress(
     if n == 0 {
         return Ok(DistMatrix { n, data });
     }
-    par_rows(pool, &mut data, n, Schedule::Dynamic(4), |rows, block| {
-        let mut aligner = swg::Aligner::new(swg::Scoring::default());
-        for (i, row) in rows.zip(block.chunks_mut(n)) {
-            for j in i + 1..n {
-                let d = match metric {
-                    Metric::Hamming => hamming::hamming(seqs[i], seqs[j]).unwrap_or(1.0),
-                    Metric::Kmer(_) => kmer::distance(&profiles[i], &profiles[j]),
-                    Metric::Swg => aligner.align(seqs[i], seqs[j]).distance(),
-                };
-                row[j] = d as f32;
+    par_rows(
+        pool,
+        &mut data,
+        n,
+        Schedule::Dynamic(ROWS),
+        |rows, block| {
+            let mut aligner = swg::Aligner::new(swg::Scoring::default());
+            let first = rows.start;
+            // Columns in tiles of COLS: each column's sequence (or k-mer profile) is read once
+            // per block of rows from the shared cache and then reused from the core's own, so two
+            // workers do not compete for the last-level cache's bandwidth.
+            for j0 in (first + 1..n).step_by(COLS) {
+                let j1 = (j0 + COLS).min(n);
+                for (i, row) in rows.clone().zip(block.chunks_mut(n)) {
+                    for j in j0.max(i + 1)..j1 {
+                        let d = match metric {
+                            Metric::Hamming => hamming::hamming(seqs[i], seqs[j]).unwrap_or(1.0),
+                            Metric::Kmer(_) => kmer::distance(&profiles[i], &profiles[j]),
+                            Metric::Swg => aligner.align(seqs[i], seqs[j]).distance(),
+                        };
+                        row[j] = d as f32;
+                    }
+                }
             }
-            let row_pairs = n - i - 1;
-            let before = done.fetch_add(row_pairs, Ordering::Relaxed);
-            let after = before + row_pairs;
-            if total > 0 && after * 10 / total > before * 10 / total {
-                progress(after, total);
+            for i in rows {
+                let row_pairs = n - i - 1;
+                let before = done.fetch_add(row_pairs, Ordering::Relaxed);
+                let after = before + row_pairs;
+                if total > 0 && after * 10 / total > before * 10 / total {
+                    progress(after, total);
+                }
             }
-        }
-    });
+        },
+    );
     mirror_upper(pool, &mut data, n);
     Ok(DistMatrix { n, data })
 }
