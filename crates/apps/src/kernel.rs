@@ -85,6 +85,10 @@ fn run3(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3], lanes: &mut
 /// The same sums as [`run3`] in one fused pass with AVX2 (four f64 lanes, lane l taking the
 /// columns j ≡ l mod 4, each operation rounded as in `run3`, so the results are bit for bit
 /// those of `run3`), without the temporary arrays.
+///
+/// # Safety
+/// The processor must support AVX2 and FMA (the features this function is compiled for);
+/// slice lengths are checked inside.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn run3_avx2(

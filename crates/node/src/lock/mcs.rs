@@ -167,6 +167,8 @@ unsafe impl RawLock for McsLock {
         }
     }
 
+    // SAFETY (for callers): `RawLock::unlock`'s contract: the token of this lock, held by
+    // this thread and not yet released.
     #[inline]
     unsafe fn unlock(&self, token: McsToken) {
         // SAFETY: the caller passes the token of the held lock; its node is ours and valid.

@@ -80,6 +80,8 @@ unsafe impl RawLock for TicketLock {
             .map(|_| ())
     }
 
+    // SAFETY (for callers): `RawLock::unlock`'s contract: the token of this lock, held by
+    // this thread and not yet released.
     #[inline]
     unsafe fn unlock(&self, _token: ()) {
         // Only the holder writes `serving`, so a load and a store suffice.

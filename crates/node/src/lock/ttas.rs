@@ -113,6 +113,8 @@ unsafe impl RawLock for TtasLock {
             .then_some(())
     }
 
+    // SAFETY (for callers): `RawLock::unlock`'s contract: the token of this lock, held by
+    // this thread and not yet released.
     #[inline]
     unsafe fn unlock(&self, _token: ()) {
         self.locked.swap(0, Ordering::SeqCst);

@@ -427,6 +427,17 @@ impl MpiEngine {
         self.local_index.get(r).copied().flatten()
     }
 
+    /// The segment holding the 8-byte atomic word at `seg[offset]` of `rank` (another host),
+    /// after checking the word is in bounds and aligned.
+    fn atomic_seg(&self, seg: u32, rank: Rank, offset: usize) -> Result<Arc<MpiSeg>> {
+        let s = self.seg(seg, rank)?;
+        check(s.sizes[rank], rank, seg, offset, 8)?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        Ok(s)
+    }
+
     fn seg(&self, seg: u32, rank: Rank) -> Result<Arc<MpiSeg>> {
         let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
         match s.get(seg as usize) {
@@ -902,11 +913,7 @@ impl Engine for MpiEngine {
                 .atomic_fetch_add(i, seg, offset, value)
                 .map_err(|e| self.lift(e));
         }
-        let s = self.seg(seg, rank)?;
-        check(s.sizes[rank], rank, seg, offset, 8)?;
-        if offset % 8 != 0 {
-            return Err(Error::Misaligned { offset, align: 8 });
-        }
+        let s = self.atomic_seg(seg, rank, offset)?;
         s.win.fetch_add(rank, SEG_HEADER + offset, value)
     }
 
@@ -924,11 +931,7 @@ impl Engine for MpiEngine {
                 .atomic_compare_swap(i, seg, offset, expected, new)
                 .map_err(|e| self.lift(e));
         }
-        let s = self.seg(seg, rank)?;
-        check(s.sizes[rank], rank, seg, offset, 8)?;
-        if offset % 8 != 0 {
-            return Err(Error::Misaligned { offset, align: 8 });
-        }
+        let s = self.atomic_seg(seg, rank, offset)?;
         s.win.compare_swap(rank, SEG_HEADER + offset, expected, new)
     }
 
