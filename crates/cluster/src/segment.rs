@@ -105,7 +105,7 @@ impl Segment<'_> {
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         let p = self.range(offset, buf.len())?;
         // SAFETY: in bounds; buf is a distinct Rust allocation.
-        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        unsafe { crate::engine::copy::copy_bytes(p, buf.as_mut_ptr(), buf.len()) };
         Ok(())
     }
 
@@ -113,7 +113,7 @@ impl Segment<'_> {
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let p = self.range(offset, data.len())?;
         // SAFETY: in bounds; data is a distinct Rust allocation.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        unsafe { crate::engine::copy::copy_bytes(data.as_ptr(), p, data.len()) };
         Ok(())
     }
 

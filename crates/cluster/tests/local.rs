@@ -20,6 +20,13 @@ fn random_ops_against_a_model() {
 }
 
 #[test]
+fn several_threads_per_rank_communicate_at_once() {
+    for n in 1..=3 {
+        local::run(n, |w| common::threads(w, 4, 200)).unwrap();
+    }
+}
+
+#[test]
 fn killed_rank() {
     for (n, victim) in [(2, 1), (3, 2), (4, 3), (2, 0), (3, 0), (4, 1)] {
         let worlds = local::worlds(n).unwrap();

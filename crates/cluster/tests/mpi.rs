@@ -27,6 +27,11 @@ fn mpi_child() {
             common::suite(&w);
             common::random(&w, 0xfeed);
         }
+        "threads" => {
+            // Four workers of every rank communicate at once: MPI_THREAD_MULTIPLE when asked
+            // for (and provided), else tiers' own serialisation of its MPI calls.
+            common::threads(&w, 4, 30);
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -38,8 +43,20 @@ fn mpirun() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs `n` ranks of this binary's `mpi_child` under mpirun; true when all exited 0.
+/// Runs `n` ranks of this binary's `mpi_child` under mpirun playing the suite; true when all
+/// exited 0.
 fn run(mpirun: &std::path::Path, n: usize, host_local: bool) -> bool {
+    run_scenario(mpirun, n, host_local, "suite", &[])
+}
+
+/// Runs `n` ranks of `mpi_child` playing `scenario`, with `env` exported to every rank.
+fn run_scenario(
+    mpirun: &std::path::Path,
+    n: usize,
+    host_local: bool,
+    scenario: &str,
+    env: &[(&str, &str)],
+) -> bool {
     let exe = std::env::current_exe().unwrap();
     let mut c = Command::new(mpirun);
     c.args(["-n", &n.to_string(), "--oversubscribe"])
@@ -48,6 +65,7 @@ fn run(mpirun: &std::path::Path, n: usize, host_local: bool) -> bool {
             &format!("TIERS_MPI_HOST_LOCAL={}", u8::from(host_local)),
         ])
         .args(["-x", "TIERS_INIT_TIMEOUT_MS=120000"])
+        .args(["-x", &format!("{SCENARIO}={scenario}")])
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     // SAFETY: geteuid has no preconditions.
@@ -55,6 +73,9 @@ fn run(mpirun: &std::path::Path, n: usize, host_local: bool) -> bool {
         c.arg("--allow-run-as-root")
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    for (k, v) in env {
+        c.args(["-x", &format!("{k}={v}")]);
     }
     c.arg(exe).args([
         "mpi_child",
@@ -94,6 +115,34 @@ fn suite_under_mpirun_2_and_4_ranks() {
             assert!(
                 run(&m, n, host_local),
                 "{n} ranks, host_local {host_local}: a rank failed"
+            );
+        }
+    }
+}
+
+/// Four workers per rank communicate at once, under `MPI_THREAD_MULTIPLE` (what
+/// `TIERS_THREADS=4` asks for) and under tiers' serialisation of its MPI calls (funneled), at
+/// 2 and 3 ranks, multi-tier and all-MPI.
+#[test]
+fn several_workers_per_rank_under_mpirun() {
+    if mpi::launched() {
+        return;
+    }
+    let Some(m) = mpirun() else {
+        eprintln!("mpirun is not installed: the threaded mpi test was not run");
+        return;
+    };
+    for level in ["multiple", "funneled"] {
+        for (n, host_local) in [(2, true), (2, false), (3, false)] {
+            assert!(
+                run_scenario(
+                    &m,
+                    n,
+                    host_local,
+                    "threads",
+                    &[("TIERS_THREADS", "4"), ("TIERS_MPI_THREADS", level)]
+                ),
+                "{n} ranks, host_local {host_local}, {level}: a rank failed"
             );
         }
     }

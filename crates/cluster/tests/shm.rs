@@ -37,6 +37,7 @@ fn child() {
     match s.as_str() {
         "suite" => common::suite(&w),
         "random" => common::random(&w, 0xfeed),
+        "threads" => common::threads(&w, 4, 200),
         "endpoints" => {
             common::endpoints(&w, 2, tiers_cluster::endpoint::Delivery::Bypass);
             common::endpoints(&w, 1, tiers_cluster::endpoint::Delivery::Engine);
@@ -99,6 +100,14 @@ fn suite_on_processes_1_to_4_ranks() {
 fn random_ops_on_processes() {
     for n in 1..=4 {
         let out = launch(n, "random", "shm");
+        assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
+    }
+}
+
+#[test]
+fn several_threads_per_process_communicate_at_once() {
+    for n in [1, 2, 3] {
+        let out = launch(n, "threads", "shm");
         assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
     }
 }

@@ -303,7 +303,7 @@ impl<B: Backing> MemEngine<B> {
             if t.rank == self.rank && t.local_seg == t.remote_seg {
                 std::ptr::copy(src, dst, t.len);
             } else {
-                std::ptr::copy_nonoverlapping(src, dst, t.len);
+                super::copy::copy_bytes(src, dst, t.len);
             }
         }
         Ok(())

@@ -14,6 +14,7 @@
 //! Engines receive arguments already checked for rank, queue and notification range by the
 //! `World`; they check segments and bounds, which only they know.
 
+pub(crate) mod copy;
 pub(crate) mod ctl;
 pub mod local;
 pub(crate) mod mem;

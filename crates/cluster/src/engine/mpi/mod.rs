@@ -32,7 +32,7 @@
 pub mod bench;
 mod raw;
 
-pub use raw::{launched, Threading};
+pub use raw::{launched, thread_multiple, Threading};
 
 use super::ctl::{self, Ctl, SegHeader, MAX_SEGMENTS, PASSIVE_MAX, SEG_HEADER};
 use super::mem::{Backing, MemEngine};

@@ -124,6 +124,11 @@ pub fn init(level: Threading) -> Result<()> {
     check(INIT_RESULT.load(Ordering::Relaxed), "MPI_Init_thread")
 }
 
+/// Whether MPI provides `MPI_THREAD_MULTIPLE` (then tiers does not serialise its MPI calls).
+pub fn thread_multiple() -> bool {
+    MULTIPLE.load(Ordering::Relaxed)
+}
+
 /// The thread level MPI provides (`MPI_THREAD_*` as a number).
 pub fn provided() -> i32 {
     let mut p: c_int = 0;
