@@ -360,6 +360,7 @@ impl MpiEngine {
         let cpus = host_cpus();
         let yields = std::env::var("OMPI_MCA_mpi_yield_when_idle")
             .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
+        raw::set_yield_when_idle(yields);
         host.set_spin(if hsize <= cpus && !yields {
             Duration::from_micros(50)
         } else {

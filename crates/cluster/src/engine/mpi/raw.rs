@@ -124,6 +124,17 @@ pub fn init(level: Threading) -> Result<()> {
     check(INIT_RESULT.load(Ordering::Relaxed), "MPI_Init_thread")
 }
 
+/// Set when MPI was told to yield when idle (more ranks than cores): waits then yield at
+/// every test for up to [`YIELD_FOR`] before they start to sleep.
+static YIELD_WHEN_IDLE: AtomicBool = AtomicBool::new(false);
+/// How long a wait keeps yielding, in that mode, before it sleeps between tests.
+const YIELD_FOR: Duration = Duration::from_millis(20);
+
+/// Waits yield at every test rather than spin, then sleep (see [`YIELD_WHEN_IDLE`]).
+pub(crate) fn set_yield_when_idle(yes: bool) {
+    YIELD_WHEN_IDLE.store(yes, Ordering::Relaxed);
+}
+
 /// Whether MPI provides `MPI_THREAD_MULTIPLE` (then tiers does not serialise its MPI calls).
 pub fn thread_multiple() -> bool {
     MULTIPLE.load(Ordering::Relaxed)
@@ -277,6 +288,8 @@ pub(crate) fn poll(
 ) -> Result<()> {
     let mut i = 0u32;
     let mut nap = Duration::from_micros(20);
+    let yielding = YIELD_WHEN_IDLE.load(Ordering::Relaxed);
+    let t0 = yielding.then(std::time::Instant::now);
     loop {
         if done()? {
             return Ok(());
@@ -285,7 +298,11 @@ pub(crate) fn poll(
             return Err(Error::Timeout);
         }
         i = i.saturating_add(1);
-        if i < spin {
+        if t0.is_some_and(|t0| t0.elapsed() < YIELD_FOR) {
+            // MPI yields too: hand the core to a rank that has work at every test, as MPI's
+            // own blocking calls do, rather than sleep through the peer's answer.
+            std::thread::yield_now();
+        } else if i < spin {
             if i % 64 == 0 {
                 std::thread::yield_now();
             } else {
