@@ -74,6 +74,8 @@ struct Shared<'w> {
     layout: Layout,
     delivery: Delivery,
     total: usize,
+    /// Per worker of this rank: its loop has returned, so its inbox is no longer drained.
+    stopped: Vec<AtomicBool>,
 }
 
 impl Shared<'_> {
@@ -90,12 +92,17 @@ pub struct Ctx<'a> {
     me: EpId,
 }
 
-/// Pushes into an inbox and wakes its worker if it sleeps.
-fn push(s: &mut PcSender<Msg>, mut m: Msg) {
+/// Pushes into an inbox and wakes its worker if it sleeps. A full inbox is retried while its
+/// worker runs; once the worker has stopped (`stopped`) nobody will drain it, and the message
+/// comes back as `Err` instead of being retried forever.
+fn push(s: &mut PcSender<Msg>, mut m: Msg, stopped: &AtomicBool) -> std::result::Result<(), Msg> {
     loop {
         match s.push_notify(m) {
-            Ok(()) => return,
+            Ok(()) => return Ok(()),
             Err(Full(back)) => {
+                if stopped.load(Ordering::Acquire) {
+                    return Err(back);
+                }
                 m = back;
                 std::thread::yield_now();
             }
@@ -135,8 +142,8 @@ impl Ctx<'_> {
                 from: self.me as u32,
                 data,
             };
-            push(&mut self.senders[worker], msg);
-            return Ok(());
+            return push(&mut self.senders[worker], msg, &self.sh.stopped[worker])
+                .map_err(|_| Error::EndpointStopped { endpoint: to });
         }
         let mut out = Vec::with_capacity(HEADER + data.len());
         out.extend_from_slice(&(to as u32).to_le_bytes());
@@ -151,14 +158,16 @@ impl Ctx<'_> {
         let before = self.sh.world.atomic_fetch_add(DONE_SEG, 0, 0, 1)?;
         if before + 1 == self.sh.total as u64 {
             // Wake the sleeping workers of this rank; the others notice within a sleep slice.
-            for s in self.senders.iter_mut() {
-                push(
+            for (s, stopped) in self.senders.iter_mut().zip(&self.sh.stopped) {
+                // A stopped worker needs no wake-up.
+                let _ = push(
                     s,
                     Msg {
                         to: WAKE,
                         from: 0,
                         data: Vec::new(),
                     },
+                    stopped,
                 );
             }
         }
@@ -181,7 +190,14 @@ fn progress_thread(
                 let from = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
                 let (_, worker) = sh.layout.home(to as usize);
                 let data = buf[HEADER..len].to_vec();
-                push(&mut senders[worker], Msg { to, from, data });
+                let m = Msg { to, from, data };
+                // A stopped worker with a full inbox: an error, unless the run is over (a
+                // message still in flight then has no one left to read it anyway).
+                if push(&mut senders[worker], m, &sh.stopped[worker]).is_err() && !sh.finished()? {
+                    return Err(Error::EndpointStopped {
+                        endpoint: to as usize,
+                    });
+                }
             }
             Ok(_) | Err(Error::Timeout) => {}
             Err(e) => return Err(e),
@@ -212,6 +228,7 @@ pub fn run<E: Endpoint>(
         layout,
         delivery,
         total,
+        stopped: (0..workers).map(|_| AtomicBool::new(false)).collect(),
     };
     let inboxes: Vec<PcQueue<Msg>> = (0..workers)
         .map(|_| PcQueue::with_max_producers(4096, workers + 1))
@@ -251,7 +268,9 @@ pub fn run<E: Endpoint>(
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .expect("one worker per part");
-            if let Err(e) = worker_loop(&sh, i, &mut q, &mut senders, &make) {
+            let r = worker_loop(&sh, i, &mut q, &mut senders, &make);
+            sh.stopped[i].store(true, Ordering::Release);
+            if let Err(e) = r {
                 fail(e);
             }
         });

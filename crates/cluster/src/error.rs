@@ -111,6 +111,12 @@ pub enum Error {
     PeerFailed(Rank),
     /// The launcher environment or an operating-system call failed.
     Setup(String),
+    /// A message to endpoint `endpoint` cannot be delivered: its worker has stopped (a handler
+    /// of the run returned an error) and its inbox is full.
+    EndpointStopped {
+        /// The target endpoint.
+        endpoint: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -167,6 +173,10 @@ impl fmt::Display for Error {
             Error::Timeout => write!(f, "timed out (the call can be resumed)"),
             Error::PeerFailed(r) => write!(f, "rank {r} has failed"),
             Error::Setup(s) => write!(f, "setup: {s}"),
+            Error::EndpointStopped { endpoint } => write!(
+                f,
+                "endpoint {endpoint} cannot receive: its worker has stopped and its inbox is full"
+            ),
         }
     }
 }

@@ -89,3 +89,39 @@ fn endpoints_on_workers_bypass_and_engine() {
         local::run(n, |w| common::endpoints(w, 1, Delivery::Engine)).unwrap();
     }
 }
+
+/// A worker whose handler fails stops draining its inbox: a sender that fills that inbox gets
+/// an error instead of retrying forever, and the run returns the failure.
+#[test]
+fn sending_to_a_stopped_worker_ends_with_an_error() {
+    use tiers_cluster::endpoint::{self, Ctx, Delivery, Endpoint, EpId};
+    struct E;
+    impl Endpoint for E {
+        fn start(&mut self, ctx: &mut Ctx<'_>) -> tiers_cluster::Result<()> {
+            if ctx.id() == 1 {
+                return Err(Error::Setup("endpoint 1 fails on purpose".into()));
+            }
+            // Far more messages than an inbox holds (4096).
+            for i in 0..20_000u32 {
+                ctx.send(1, i.to_le_bytes().to_vec())?;
+            }
+            ctx.finish()
+        }
+        fn receive(&mut self, _: &mut Ctx<'_>, _: EpId, _: Vec<u8>) -> tiers_cluster::Result<()> {
+            Ok(())
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let w = tiers_cluster::Builder::new().local(1).unwrap().remove(0);
+        let pool = tiers_node::Pool::builder().threads(2).build().unwrap();
+        let _ = tx.send(endpoint::run(&w, &pool, 2, Delivery::Bypass, |_| E));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run must end, not retry forever");
+    match r {
+        Err(Error::Setup(_)) | Err(Error::EndpointStopped { endpoint: 1 }) => {}
+        other => panic!("expected the failure, got {other:?}"),
+    }
+}
