@@ -772,10 +772,11 @@ impl Engine for MpiEngine {
     #[inline]
     fn write(&self, queue: usize, t: &Transfer) -> Result<()> {
         if let Some(i) = self.local(t.rank) {
-            return self
-                .host
-                .write(queue, &Transfer { rank: i, ..*t })
-                .map_err(|e| self.lift(e));
+            // A fresh Ok(()) (see Queue::post): no copy of the whole Result on success.
+            return match self.host.write(queue, &Transfer { rank: i, ..*t }) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(self.lift(e)),
+            };
         }
         let req = self.with_remote(t, |src, s, disp| {
             // SAFETY: src..src+len lies in this rank's segment (checked), which stays mapped
@@ -798,10 +799,10 @@ impl Engine for MpiEngine {
     #[inline]
     fn read(&self, queue: usize, t: &Transfer) -> Result<()> {
         if let Some(i) = self.local(t.rank) {
-            return self
-                .host
-                .read(queue, &Transfer { rank: i, ..*t })
-                .map_err(|e| self.lift(e));
+            return match self.host.read(queue, &Transfer { rank: i, ..*t }) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(self.lift(e)),
+            };
         }
         let (dst, s, disp) = self.remote(t)?;
         // SAFETY: as in write; the local range is this rank's to overwrite (GASPI read).
