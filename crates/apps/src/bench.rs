@@ -3,7 +3,8 @@
 //! iteration, an EM iteration, a distance matrix, an image) at every thread count and reports the
 //! parallel efficiency ε = p_ref·T(p_ref)/(p·T(p)) beside the time.
 //!
-//! Options after `--`: `--sizes N,N`, `--k K` (clusters), `--metric M`, `--iters I` (for the
+//! Options after `--`: `--sizes N,N`, `--k K` (clusters), `--metric M` (`swg` measures both
+//! alignment engines, rust-bio's and the native kernel, side by side), `--iters I` (for the
 //! scikit-learn comparison), `--out RUNS.json` (scaling), `--app APP` (scaling).
 
 use crate::alu::{generate, AluSpec};
@@ -33,7 +34,7 @@ pub const APPS: &[(&str, &str)] = &[
     ),
     (
         "distances",
-        "pairs/s for hamming, kmer and swg distances and efficiency",
+        "pairs/s for hamming, kmer and swg distances (rust-bio and native engines) and efficiency",
     ),
     (
         "render",
@@ -312,14 +313,24 @@ fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
 fn distances(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("distances", "pairs/s", false);
     let pools = pools(opts)?;
-    let metrics: Vec<Metric> = match a.get("metric") {
-        Some(m) => vec![Metric::parse(m)?],
-        None => vec![Metric::Hamming, Metric::Kmer(5), Metric::Swg],
+    // Metrics measured together, alternating in one comparison: the two SWG engines are peers
+    // (rust-bio's first, the reference of the ratio).
+    let groups: Vec<Vec<Metric>> = match a.get("metric") {
+        Some(m) => match Metric::parse(m)? {
+            Metric::Swg => vec![vec![Metric::Swg, Metric::SwgNative]],
+            m => vec![vec![m]],
+        },
+        None => vec![
+            vec![Metric::Hamming],
+            vec![Metric::Kmer(5)],
+            vec![Metric::Swg, Metric::SwgNative],
+        ],
     };
-    for metric in metrics {
-        let n = match metric {
-            Metric::Swg => a.usize("sizes", 100)?,
-            _ => a.usize("sizes", 2000)?,
+    for group in groups {
+        let first = group[0];
+        let n = match first.swg_engine() {
+            Some(_) => a.usize("sizes", 100)?,
+            None => a.usize("sizes", 2000)?,
         };
         let seqs = generate(&AluSpec {
             n,
@@ -331,7 +342,7 @@ fn distances(opts: &Opts, a: &Rest) -> BenchResult {
         let s: Vec<&[u8]> = seqs
             .iter()
             .map(|x| {
-                if metric == Metric::Hamming {
+                if first == Metric::Hamming {
                     &x.record.seq[..len]
                 } else {
                     x.record.seq.as_slice()
@@ -339,39 +350,47 @@ fn distances(opts: &Opts, a: &Rest) -> BenchResult {
             })
             .collect();
         let pairs = (n * (n - 1) / 2) as f64;
-        let mut times = Vec::new();
+        let names: Vec<String> = group.iter().map(|m| m.name()).collect();
         progress(
             opts,
             format!(
                 "distances: {} N = {n}, threads {:?}",
-                metric.name(),
+                names.join(" vs "),
                 opts.threads
             ),
         );
-        let mut cands: Vec<Candidate<'_>> = pools
-            .iter()
-            .map(|(t, pool)| {
+        let mut cands: Vec<Candidate<'_>> = Vec::new();
+        for (t, pool) in &pools {
+            for &metric in &group {
                 let s = &s;
-                Candidate::new(format!("{t}"), move |iters| {
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        std::hint::black_box(pairwise(pool, s, metric).expect("distances"));
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
+                cands.push(Candidate::new(
+                    format!("{}-{t}", metric.name()),
+                    move |iters| {
+                        let t0 = Instant::now();
+                        for _ in 0..iters {
+                            std::hint::black_box(pairwise(pool, s, metric).expect("distances"));
+                        }
+                        t0.elapsed()
+                    },
+                ));
+            }
+        }
         let r = compare(opts.min_time, &mut cands);
         drop(cands);
-        for ((t, _), (v, _)) in pools.iter().zip(&r) {
-            report.push(
-                &format!("tiers-{}", metric.name()),
-                &[("threads", json!(t)), ("size", json!(n))],
-                pairs / *v,
-            );
-            times.push((*t, *v));
+        for (k, metric) in group.iter().enumerate() {
+            let imp = format!("tiers-{}", metric.name());
+            let mut times = Vec::new();
+            for (p, (t, _)) in pools.iter().enumerate() {
+                let v = r[p * group.len() + k].0;
+                report.push(
+                    &imp,
+                    &[("threads", json!(t)), ("size", json!(n))],
+                    pairs / v,
+                );
+                times.push((*t, v));
+            }
+            efficiency(&mut report, &imp, &times);
         }
-        efficiency(&mut report, &format!("tiers-{}", metric.name()), &times);
     }
     Ok(report)
 }

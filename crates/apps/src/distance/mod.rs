@@ -21,24 +21,28 @@ pub enum Metric {
     Hamming,
     /// Alignment-free k-mer distance with word length k.
     Kmer(usize),
-    /// Smith-Waterman-Gotoh alignment distance (SPIDAL's).
+    /// Smith-Waterman-Gotoh alignment distance (SPIDAL's), aligned by rust-bio.
     Swg,
+    /// The same distance aligned by tiers' own, faster kernel ([`swg::Engine::Native`]): the
+    /// same scores, and the same distances wherever the optimal alignment is unique.
+    SwgNative,
 }
 
 impl Metric {
-    /// Parses `hamming`, `kmer` (k = 5), `kmer:K` or `swg`.
+    /// Parses `hamming`, `kmer` (k = 5), `kmer:K`, `swg` (also `swg:bio`) or `swg:native`.
     pub fn parse(s: &str) -> Result<Metric, String> {
         match s {
             "hamming" => Ok(Metric::Hamming),
             "kmer" => Ok(Metric::Kmer(5)),
-            "swg" => Ok(Metric::Swg),
+            "swg" | "swg:bio" => Ok(Metric::Swg),
+            "swg:native" => Ok(Metric::SwgNative),
             _ => match s
                 .strip_prefix("kmer:")
                 .and_then(|k| k.parse::<usize>().ok())
             {
                 Some(k) if (1..=8).contains(&k) => Ok(Metric::Kmer(k)),
                 _ => Err(format!(
-                    "unknown metric {s:?}: use hamming, kmer, kmer:K (1-8) or swg"
+                    "unknown metric {s:?}: use hamming, kmer, kmer:K (1-8), swg or swg:native"
                 )),
             },
         }
@@ -50,6 +54,16 @@ impl Metric {
             Metric::Hamming => "hamming".into(),
             Metric::Kmer(k) => format!("kmer:{k}"),
             Metric::Swg => "swg".into(),
+            Metric::SwgNative => "swg:native".into(),
+        }
+    }
+
+    /// The alignment engine of an alignment metric.
+    pub fn swg_engine(&self) -> Option<swg::Engine> {
+        match self {
+            Metric::Swg => Some(swg::Engine::Bio),
+            Metric::SwgNative => Some(swg::Engine::Native),
+            _ => None,
         }
     }
 }
@@ -120,7 +134,9 @@ pub fn pairwise_with_progress(
         n,
         Schedule::Dynamic(ROWS),
         |rows, block| {
-            let mut aligner = swg::Aligner::new(swg::Scoring::default());
+            let mut aligner = metric
+                .swg_engine()
+                .map(|e| swg::Aligner::with_engine(swg::Scoring::default(), e));
             let first = rows.start;
             // Columns in tiles of COLS: each column's sequence (or k-mer profile) is read once
             // per block of rows from the shared cache and then reused from the core's own, so two
@@ -132,7 +148,11 @@ pub fn pairwise_with_progress(
                         let d = match metric {
                             Metric::Hamming => hamming::hamming(seqs[i], seqs[j]).unwrap_or(1.0),
                             Metric::Kmer(_) => kmer::distance(&profiles[i], &profiles[j]),
-                            Metric::Swg => aligner.align(seqs[i], seqs[j]).distance(),
+                            Metric::Swg | Metric::SwgNative => aligner
+                                .as_mut()
+                                .expect("an aligner for an alignment metric")
+                                .align(seqs[i], seqs[j])
+                                .distance(),
                         };
                         row[j] = d as f32;
                     }
@@ -166,7 +186,7 @@ mod tests {
         let s: Vec<&[u8]> = seqs.iter().map(|a| a.record.seq.as_slice()).collect();
         let p1 = Pool::builder().threads(1).build().unwrap();
         let p2 = Pool::builder().threads(2).build().unwrap();
-        for metric in [Metric::Kmer(5), Metric::Swg] {
+        for metric in [Metric::Kmer(5), Metric::Swg, Metric::SwgNative] {
             let a = pairwise(&p1, &s, metric).unwrap();
             let b = pairwise(&p2, &s, metric).unwrap();
             assert_eq!(a.data, b.data, "{metric:?}");
@@ -227,5 +247,10 @@ mod tests {
         assert!(e.contains("sequence 1 has 3"), "{e}");
         assert!(Metric::parse("kmer:9").is_err());
         assert_eq!(Metric::parse("kmer:3"), Ok(Metric::Kmer(3)));
+        assert_eq!(Metric::parse("swg"), Ok(Metric::Swg));
+        assert_eq!(Metric::parse("swg:bio"), Ok(Metric::Swg));
+        assert_eq!(Metric::parse("swg:native"), Ok(Metric::SwgNative));
+        assert_eq!(Metric::SwgNative.name(), "swg:native");
+        assert!(Metric::parse("swg:other").is_err());
     }
 }
