@@ -1,7 +1,7 @@
 //! Command-line front ends of the applications, flattened into the `tiers` command.
 
 use crate::alu::{generate, AluSpec};
-use crate::cluster::{da_pwc, ClusterOptions, Event};
+use crate::cluster::{da_pwc, ClusterOptions, Event, Method};
 use crate::compare::{adjusted_rand_index, procrustes};
 use crate::distance::{pairwise_with_progress, Metric};
 use crate::mds::{smacof, MdsOptions};
@@ -165,12 +165,21 @@ pub struct ClusterArgs {
     /// Cooling factor once all clusters exist.
     #[arg(long, default_value_t = 0.99)]
     fine_cooling: f64,
-    /// Freezing limit on the mean membership uncertainty.
+    /// Freezing limit on the mean membership uncertainty (with --spidal: on every cluster's
+    /// freezing measure).
     #[arg(long, default_value_t = 0.002)]
     freezing: f64,
-    /// Most cluster splits at one temperature (0: no limit).
+    /// Most cluster splits at one temperature (0: no limit; not used with --spidal).
     #[arg(long, default_value_t = 1)]
     splits_per_temperature: usize,
+    /// Follow SPIDAL's DA-PWC procedure (its split test, schedule and freezing stage) instead
+    /// of tiers' own.
+    #[arg(long)]
+    spidal: bool,
+    /// With --spidal: clusters smaller than this are dropped at the end (SPIDAL's
+    /// minimumclustercount).
+    #[arg(long, default_value_t = 25.0)]
+    min_cluster_size: f64,
     /// Cluster on δ^P instead of δ (P = 2 makes pairwise clustering of Euclidean data the
     /// same as central clustering, which splits diffuse regions instead of peeling off tight
     /// clusters first).
@@ -424,11 +433,17 @@ pub fn run(cmd: AppCommand) -> Res {
             }
             let p = pool(a.threads)?;
             let opts = ClusterOptions {
+                method: if a.spidal {
+                    Method::Spidal
+                } else {
+                    Method::Tiers
+                },
                 max_clusters: a.max_clusters,
                 cooling: a.cooling,
                 fine_cooling: a.fine_cooling,
                 freezing: a.freezing,
                 splits_per_temperature: a.splits_per_temperature,
+                min_cluster_size: a.min_cluster_size,
                 ..Default::default()
             };
             let quiet = a.quiet;

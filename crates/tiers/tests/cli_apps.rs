@@ -142,6 +142,41 @@ fn sequences_to_clusters_and_points() {
         std::fs::read_to_string(&clusters).unwrap(),
         "clusters independent of the thread count"
     );
+    // SPIDAL's procedure (its split test and schedule): as many clusters as asked for, the
+    // same whatever the thread count.
+    let spidal: Vec<String> = ["1", "2"]
+        .iter()
+        .map(|threads| {
+            let out = dir.path(&format!("cs{threads}.txt"));
+            let (_, err) = ok(&[
+                "cluster",
+                &bin,
+                "--max-clusters",
+                "4",
+                "--spidal",
+                "--min-cluster-size",
+                "5",
+                "--threads",
+                threads,
+                "--out",
+                &out,
+            ]);
+            assert!(err.contains("split cluster"), "progress: {err}");
+            std::fs::read_to_string(&out).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        spidal[0], spidal[1],
+        "SPIDAL mode independent of the thread count"
+    );
+    let found = labels_column(&dir.path("cs1.txt"), 1);
+    assert_eq!(
+        found
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        4
+    );
 
     // MDS: progress per iteration with both stresses, points file, plot coloured by cluster.
     let pts = dir.path("p.csv");
