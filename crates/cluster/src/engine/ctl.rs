@@ -15,6 +15,10 @@ pub const PASSIVE_SLOTS: usize = 16;
 pub const PASSIVE_MAX: usize = 32 * 1024;
 /// Bytes of each rank's allreduce staging slot (one of two).
 pub const REDUCE_CHUNK: usize = 4096;
+/// The largest allreduce (bytes) that travels with its arrival flag, in one cache line.
+pub const FAST_REDUCE_MAX: usize = 56;
+/// Most ranks for which the one-line allreduce is used (each rank reads every other's line).
+pub const FAST_REDUCE_RANKS: usize = 8;
 /// Bytes before the user data of each segment mapping (notification area), a page multiple so
 /// that user data is page-aligned.
 pub const SEG_HEADER: usize = 8192;
@@ -42,6 +46,8 @@ pub struct Header {
     pub launcher_pid: AtomicU32,
     pub barrier_count: Line,
     pub barrier_gen: Line,
+    /// Bumped (only when someone sleeps) after a rank published a small allreduce's input.
+    pub fast_bell: Line,
 }
 
 #[repr(C)]
@@ -64,6 +70,18 @@ pub struct Mailbox {
     pub slots: [Slot; PASSIVE_SLOTS],
 }
 
+/// One rank's arrival at a small allreduce: the allreduce's sequence number (the flag) and the
+/// rank's input on one cache line, so the peer that sees the flag has the value in the same
+/// cache-line transfer. Two per rank, used alternately.
+#[repr(C, align(64))]
+pub struct FastSlot {
+    pub seq: AtomicU32,
+    pub len: AtomicU32,
+    pub data: UnsafeCell<[u8; FAST_REDUCE_MAX]>,
+}
+
+const _: () = assert!(std::mem::size_of::<FastSlot>() == 64);
+
 #[repr(C)]
 pub struct RankCtl {
     pub state: Line,
@@ -72,6 +90,7 @@ pub struct RankCtl {
     pub seg_size: [AtomicU64; MAX_SEGMENTS as usize],
     pub mailbox: Mailbox,
     pub reduce: [UnsafeCell<[u8; REDUCE_CHUNK]>; 2],
+    pub fast: [FastSlot; 2],
 }
 
 /// The notification area at the start of every segment mapping.

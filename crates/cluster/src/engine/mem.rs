@@ -6,8 +6,8 @@
 //! engines differ only in where the memory comes from ([`Backing`]).
 
 use super::ctl::{
-    self, Ctl, Line, SegHeader, MAX_SEGMENTS, NOTIFICATIONS, PASSIVE_MAX, PASSIVE_SLOTS,
-    REDUCE_CHUNK, SEG_HEADER,
+    self, Ctl, Line, SegHeader, FAST_REDUCE_MAX, FAST_REDUCE_RANKS, MAX_SEGMENTS, NOTIFICATIONS,
+    PASSIVE_MAX, PASSIVE_SLOTS, REDUCE_CHUNK, SEG_HEADER,
 };
 use super::{Engine, KeepAlive, Transfer};
 use crate::collective::{combine, DataType, Op};
@@ -86,6 +86,10 @@ struct Coll {
     barrier_pending: Option<u32>,
     reduce_seq: u64,
     reduce_next: Option<usize>,
+    /// Number of small (one-line) allreduces this rank entered.
+    fast_seq: u64,
+    /// A small allreduce whose input is published and whose wait timed out.
+    fast_pending: bool,
 }
 
 pub(crate) struct MemEngine<B: Backing> {
@@ -352,6 +356,75 @@ impl<B: Backing> MemEngine<B> {
         r
     }
 
+    /// A small allreduce (at most [`FAST_REDUCE_MAX`] bytes, at most [`FAST_REDUCE_RANKS`]
+    /// ranks) in one exchange: every rank writes its input and then the allreduce's sequence
+    /// number into its own cache line, and waits until every other rank's line shows that
+    /// number; the values arrive with the flags, so it costs about one barrier where the general
+    /// path (slot, barrier, then the slots) costs a barrier and a second round of transfers.
+    /// The inputs are combined in rank order, as on the general path (same bits).
+    ///
+    /// Reuse: each rank has two lines, used alternately. A rank writes line `s % 2` for
+    /// allreduce `s` only after finishing `s − 1`, which needed every rank's input to `s − 1`,
+    /// which each rank publishes only after finishing `s − 2`, that is after reading line
+    /// `s % 2` of its previous use. So no line is overwritten while someone may still read it.
+    fn allreduce_line(
+        &self,
+        c: &mut Coll,
+        input: &[u8],
+        output: &mut [u8],
+        ty: DataType,
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let h = self.ctl.header();
+        // The flag of allreduce s: never 0 (the zeroed lines' value), and distinct for the two
+        // allreduces that may be in flight on one line's alternation.
+        let flag = |s: u64| (s & 0x7fff_ffff) as u32 | 0x8000_0000;
+        if !c.fast_pending {
+            c.fast_seq += 1;
+            let line = &self.ctl.rank(self.rank).fast[(c.fast_seq % 2) as usize];
+            // SAFETY: this rank's own line; no reader looks at its data before the store of
+            // `seq` below (Release), and no reader of its previous use is left (see above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    input.as_ptr(),
+                    line.data.get() as *mut u8,
+                    input.len(),
+                )
+            };
+            // SeqCst pairs with the sleeper's waiter count: either it sees the sequence number
+            // or we see it waiting and ring.
+            line.seq.store(flag(c.fast_seq), Ordering::SeqCst);
+            if h.fast_bell.waiters.load(Ordering::SeqCst) != 0 {
+                ring(&h.fast_bell);
+            }
+        }
+        let (seq, parity) = (flag(c.fast_seq), (c.fast_seq % 2) as usize);
+        let all_in = || {
+            (0..self.size).all(|r| self.ctl.rank(r).fast[parity].seq.load(Ordering::Acquire) == seq)
+        };
+        if let Err(e) =
+            self.wait_until(&h.fast_bell, timeout.deadline(), all_in, || self.gone(true))
+        {
+            c.fast_pending = true;
+            return Err(e);
+        }
+        c.fast_pending = false;
+        for r in 0..self.size {
+            let line = &self.ctl.rank(r).fast[parity];
+            // SAFETY: rank r published these bytes before its sequence number, which we saw
+            // (Acquire); it will not write this line again before we finish (see above).
+            let src =
+                unsafe { std::slice::from_raw_parts(line.data.get() as *const u8, input.len()) };
+            if r == 0 {
+                output.copy_from_slice(src);
+            } else {
+                combine(ty, op, output, src);
+            }
+        }
+        Ok(())
+    }
+
     /// Takes a mailbox lock (the word holds the owner's rank + 1). It is held for one copy, so
     /// spin; yield only when the holder seems preempted, take the lock over from a holder that
     /// has died (see below), and give up with `Timeout` once the deadline has passed.
@@ -609,6 +682,10 @@ impl<B: Backing> Engine for MemEngine<B> {
         let per = REDUCE_CHUNK / es * es;
         let chunks = input.len().div_ceil(per);
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        // The same choice at every rank: it depends on the length and the world only.
+        if input.len() <= FAST_REDUCE_MAX && self.size <= FAST_REDUCE_RANKS {
+            return self.allreduce_line(&mut c, input, output, ty, op, timeout);
+        }
         let start = c.reduce_next.take().unwrap_or(0);
         for k in start..chunks {
             let lo = k * per;

@@ -157,6 +157,29 @@ pub fn suite(w: &World) {
                 y.iter().all(|&v| v == 1.5 * n as f64),
                 "resumed allreduce result"
             );
+            // The same for an allreduce small enough to travel with its arrival flag.
+            let mut z = [0.0f64; 2];
+            assert_eq!(
+                w.allreduce(&[2.5f64, -1.0], &mut z, Op::Sum, Timeout::Test),
+                Err(Error::Timeout)
+            );
+            assert_eq!(
+                w.allreduce(&[2.5f64, -1.0], &mut z, Op::Sum, Timeout::millis(5)),
+                Err(Error::Timeout)
+            );
+            for r in 1..n {
+                ok(q.notify(r, S1, 22, 1), "release");
+            }
+            ok(q.wait(blk), "wait");
+            ok(
+                w.allreduce(&[2.5f64, -1.0], &mut z, Op::Sum, blk),
+                "resumed small allreduce",
+            );
+            assert_eq!(
+                z,
+                [2.5 * n as f64, -(n as f64)],
+                "resumed small allreduce result"
+            );
         } else {
             ok(w.notify_waitsome(S1, 20..21, blk), "held");
             ok(w.notify_reset(S1, 20), "reset");
@@ -167,6 +190,14 @@ pub fn suite(w: &World) {
             ok(w.notify_reset(S1, 21), "reset");
             ok(w.allreduce(&x, &mut y, Op::Sum, blk), "allreduce");
             assert!(y.iter().all(|&v| v == 1.5 * n as f64));
+            ok(w.notify_waitsome(S1, 22..23, blk), "held");
+            ok(w.notify_reset(S1, 22), "reset");
+            let mut z = [0.0f64; 2];
+            ok(
+                w.allreduce(&[2.5f64, -1.0], &mut z, Op::Sum, blk),
+                "small allreduce",
+            );
+            assert_eq!(z, [2.5 * n as f64, -(n as f64)]);
         }
     }
 
@@ -267,7 +298,9 @@ fn check_reduce<T: Reducible + PartialEq + std::fmt::Debug>(
 }
 
 fn allreduce_all(w: &World) {
-    for len in [1usize, 3000] {
+    // 1 to 14 four-byte elements travel with the arrival flags (up to 56 bytes); 15 and 3000
+    // take the general path.
+    for len in [1usize, 7, 14, 15, 3000] {
         check_reduce(
             w,
             len,
