@@ -581,7 +581,7 @@ fn split_test(
                 }
             }
             if let Some((l0, lmin, v)) = s.eigen_test(pool, delta, cl, t, start, opts) {
-                if chosen.as_ref().map_or(true, |c| lmin < c.2) {
+                if chosen.as_ref().is_none_or(|c| lmin < c.2) {
                     chosen = Some((cl, l0, lmin, v));
                     best_eps.clone_from(&s.eps);
                 }
