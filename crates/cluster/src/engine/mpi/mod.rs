@@ -54,6 +54,9 @@ const TAG_PASSIVE: i32 = 0x7431;
 /// Float sums gather every rank's input; up to this many bytes in all, with tiers' own
 /// point-to-point allgather (fewer steps per call than `MPI_Iallgather`'s schedule).
 const BRUCK_MAX: usize = 64 * 1024;
+/// Largest rank-indexed vector (bytes) a float sum is gathered in hierarchically when ranks
+/// share hosts (beyond it, the flat gather).
+const SPREAD_MAX: usize = 4096;
 /// Writes from this size on are `MPI_Rput`s, whose local completion a queue wait tests with
 /// its timeout before it flushes; smaller ones are `MPI_Put`s, which MPI may pack together
 /// (request-based puts go out one message each over TCP: 1.4x MPI_Put's time at 8 B).
@@ -219,6 +222,9 @@ enum ReducePhase {
         _send: Vec<u8>,
         recv: Vec<u8>,
     },
+    /// The leaders' allgather of small inputs, with tiers' own point-to-point allgather, to be
+    /// combined (any order: not used for float sums, whose order matters).
+    LeadersBruck(raw::Bruck),
     /// Host-local broadcast of `recv` (leader) or of identities.
     Release(Vec<u8>),
     /// Float sums: every rank's input gathered, to be added in rank order.
@@ -959,6 +965,28 @@ impl Engine for MpiEngine {
                 .allreduce(input, output, ty, op, timeout)
                 .map_err(|e| self.lift(e));
         }
+        let float_sum = op == Op::Sum && matches!(ty, DataType::F32 | DataType::F64);
+        let stride = input.len().div_ceil(8) * 8;
+        if float_sum && self.hosts < self.size && stride * self.size <= SPREAD_MAX {
+            // Float sums must add every input in rank order (see below). With ranks sharing
+            // hosts, gather the inputs hierarchically instead of through a flat allgather of
+            // every rank over MPI: each rank places its input at its own rank's place in a
+            // zeroed vector, and a maximum of those vectors as unsigned words (each place has
+            // one non-zero contributor, so the bits come through unchanged) runs host-local
+            // first, then among the hosts' leaders only, then back through the host. Every rank
+            // then adds the places in rank order: the same bits as the flat path. The choice
+            // depends on the world's shape and the length only, so every rank makes it alike.
+            let mut spread = vec![0u8; stride * self.size];
+            spread[self.rank * stride..][..input.len()].copy_from_slice(input);
+            let mut all = vec![0u8; stride * self.size];
+            self.allreduce(&spread, &mut all, DataType::U64, Op::Max, timeout)?;
+            let n = input.len();
+            output.copy_from_slice(&all[..n]);
+            for r in 1..self.size {
+                crate::collective::combine(ty, op, output, &all[r * stride..r * stride + n]);
+            }
+            return Ok(());
+        }
         let deadline = timeout.deadline();
         let leader = self.host.local_rank() == 0;
         let count = input.len() / ty.size();
@@ -1024,7 +1052,12 @@ impl Engine for MpiEngine {
                     } else {
                         send.copy_from_slice(input);
                     }
-                    c.reduce = if leader {
+                    c.reduce = if leader && send.len() * self.hosts <= BRUCK_MAX {
+                        // Small: tiers' allgather among the leaders, fewer steps per call than
+                        // MPI's non-blocking allreduce schedule.
+                        let l = self.leaders.expect("several hosts have leaders");
+                        ReducePhase::LeadersBruck(raw::Bruck::new(&send, l))
+                    } else if leader {
                         let mut recv = vec![0u8; input.len()];
                         let l = self.leaders.expect("several hosts have leaders");
                         // SAFETY: send and recv move into the phase (heap buffers that stay
@@ -1048,6 +1081,16 @@ impl Engine for MpiEngine {
                         let id = identity(ty, op);
                         ReducePhase::Release(id.iter().cycle().take(input.len()).copied().collect())
                     };
+                }
+                ReducePhase::LeadersBruck(b) => {
+                    raw::poll(deadline, self.spin, || b.step())?;
+                    let all = b.result();
+                    let n = input.len();
+                    let mut r = all[..n].to_vec();
+                    for h in 1..self.hosts {
+                        crate::collective::combine(ty, op, &mut r, &all[h * n..(h + 1) * n]);
+                    }
+                    c.reduce = ReducePhase::Release(r);
                 }
                 ReducePhase::Leaders { req, recv, .. } => {
                     req.wait(deadline, self.spin)?;
