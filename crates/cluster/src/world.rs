@@ -25,6 +25,9 @@ pub mod env {
     pub const THREADS: &str = "TIERS_THREADS";
     /// Milliseconds `init` waits for all ranks to join (default 60000).
     pub const INIT_TIMEOUT_MS: &str = "TIERS_INIT_TIMEOUT_MS";
+    /// Processors the whole job may use (the launcher's affinity mask). A rank pinned to one
+    /// core cannot tell from its own mask whether its peers have cores of their own.
+    pub const JOB_CPUS: &str = "TIERS_JOB_CPUS";
 }
 
 /// Number of independent queues.

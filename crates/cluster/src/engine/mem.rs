@@ -123,7 +123,13 @@ impl<B: Backing> MemEngine<B> {
     pub(crate) fn new(b: B, rank: Rank) -> Self {
         let ctl = b.ctl();
         let size = ctl.n();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The processors of the whole job: the launcher says (its ranks may each be pinned to
+        // one core, so a rank's own mask says nothing about its peers), else this process's.
+        let cpus = std::env::var(crate::world::env::JOB_CPUS)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let me = ctl.rank(rank);
         me.pid.store(sys::getpid(), Ordering::Relaxed);
         me.state.v.store(ctl::ST_HEALTHY, Ordering::Release);

@@ -172,6 +172,7 @@ impl Job {
                 .env(env::LOCAL_RANK, r.to_string())
                 .env(env::LOCAL_SIZE, self.n.to_string())
                 .env(env::THREADS, self.threads.max(1).to_string())
+                .env(env::JOB_CPUS, cpus.len().max(1).to_string())
                 .envs(self.env.iter().map(|(k, v)| (k, v)));
             if self.prefix {
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
