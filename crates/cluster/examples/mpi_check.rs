@@ -163,7 +163,7 @@ fn main() {
             }
             // A global counter at rank 0 and one at the last rank, bumped by everyone.
             let seg = w.segment(SegId(4), 64).expect("segment");
-            let reps = 200u64;
+            let reps = 1000u64;
             for _ in 0..reps {
                 w.atomic_fetch_add(SegId(4), 0, 0, 1).expect("fetch_add");
                 w.atomic_fetch_add(SegId(4), 8, n - 1, 3)

@@ -915,7 +915,11 @@ impl Engine for MpiEngine {
     }
 
     fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
-        if let Some(i) = self.local(rank) {
+        // With other hosts in the job, every atomic goes through MPI, host-local ones too: MPI
+        // applies another host's atomic at the target with its own read-modify-write, which is
+        // atomic only with respect to MPI's other atomics, so a processor atomic from this host
+        // on the same word could be lost (seen: a counter one short across 3 hosts x 2 ranks).
+        if let Some(i) = self.local(rank).filter(|_| self.hosts == 1) {
             return self
                 .host
                 .atomic_fetch_add(i, seg, offset, value)
@@ -933,7 +937,8 @@ impl Engine for MpiEngine {
         expected: u64,
         new: u64,
     ) -> Result<u64> {
-        if let Some(i) = self.local(rank) {
+        // Through MPI whenever there are other hosts (see `atomic_fetch_add`).
+        if let Some(i) = self.local(rank).filter(|_| self.hosts == 1) {
             return self
                 .host
                 .atomic_compare_swap(i, seg, offset, expected, new)
