@@ -915,11 +915,18 @@ impl Engine for MpiEngine {
     }
 
     fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
-        // With other hosts in the job, every atomic goes through MPI, host-local ones too: MPI
-        // applies another host's atomic at the target with its own read-modify-write, which is
-        // atomic only with respect to MPI's other atomics, so a processor atomic from this host
-        // on the same word could be lost (seen: a counter one short across 3 hosts x 2 ranks).
-        if let Some(i) = self.local(rank).filter(|_| self.hosts == 1) {
+        // With other hosts in the job, atomics on another rank of this host go through MPI too:
+        // MPI may apply another host's atomic at the target with its own read-modify-write
+        // (emulated one-sided, e.g. over TCP), atomic only with respect to MPI's other atomics,
+        // so a processor atomic from a third process on the same word could be lost (seen: a
+        // counter one short across 3 hosts x 2 ranks). A rank's atomics on its own words stay
+        // processor atomics: the emulation applies remote atomics inside this rank's own MPI
+        // calls, on this thread, so they cannot interleave (and Open MPI's rdma component
+        // crashed on atomics to self over `MPI_Win_create` memory).
+        if let Some(i) = self
+            .local(rank)
+            .filter(|_| self.hosts == 1 || rank == self.rank)
+        {
             return self
                 .host
                 .atomic_fetch_add(i, seg, offset, value)
@@ -937,8 +944,12 @@ impl Engine for MpiEngine {
         expected: u64,
         new: u64,
     ) -> Result<u64> {
-        // Through MPI whenever there are other hosts (see `atomic_fetch_add`).
-        if let Some(i) = self.local(rank).filter(|_| self.hosts == 1) {
+        // Through MPI whenever there are other hosts, except on this rank's own words (see
+        // `atomic_fetch_add`).
+        if let Some(i) = self
+            .local(rank)
+            .filter(|_| self.hosts == 1 || rank == self.rank)
+        {
             return self
                 .host
                 .atomic_compare_swap(i, seg, offset, expected, new)
