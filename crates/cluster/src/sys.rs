@@ -208,6 +208,89 @@ pub fn child_setup(cmd: &mut std::process::Command, cpus: &[usize]) {
     }
 }
 
+/// A small process that outlives the launcher: if the launcher dies without ending its job
+/// (killed with `SIGKILL`, which it cannot catch), the ranks die with it (`PR_SET_PDEATHSIG`)
+/// but what they started would not; the guardian then kills the ranks' process groups. It
+/// waits on a pipe whose only writer is the launcher: end of file without a byte means the
+/// launcher is gone. [`Guardian::release`] (or dropping it) lets it leave without signalling.
+pub struct Guardian {
+    pid: libc::pid_t,
+    fd: libc::c_int,
+}
+
+impl Guardian {
+    /// Starts the guardian of the process groups `groups` (the ranks' pids: each rank leads
+    /// its group).
+    pub fn start(groups: &[u32]) -> io::Result<Guardian> {
+        let groups: Vec<libc::pid_t> = groups
+            .iter()
+            .filter_map(|&g| libc::pid_t::try_from(g).ok())
+            .filter(|&g| g > 0)
+            .collect();
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fork has no preconditions. This process may have other threads, so the child
+        // below makes only async-signal-safe calls (close, signal, read, kill, _exit) on data
+        // prepared before the fork, and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: closing the two descriptors pipe2 just gave us.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(e);
+        }
+        if pid == 0 {
+            // SAFETY: async-signal-safe calls only (see above); `groups` is read, not freed.
+            unsafe {
+                libc::close(fds[1]);
+                // Terminal signals are for the launcher, which ends the job itself.
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                let mut b = 0u8;
+                let n = loop {
+                    let n = libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+                    if n < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
+                    break n;
+                };
+                if n <= 0 {
+                    for &g in &groups {
+                        libc::kill(-g, libc::SIGKILL);
+                    }
+                }
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: the read end is the guardian's; this process keeps only the write end.
+        unsafe { libc::close(fds[0]) };
+        Ok(Guardian { pid, fd: fds[1] })
+    }
+
+    /// The job ended normally: the guardian leaves without signalling anyone.
+    pub fn release(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Guardian {
+    fn drop(&mut self) {
+        // SAFETY: fd is our write end of the pipe and pid our child; both used once here.
+        unsafe {
+            libc::write(self.fd, b"x".as_ptr().cast(), 1);
+            libc::close(self.fd);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
 static TERM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 extern "C" fn on_term(sig: libc::c_int) {

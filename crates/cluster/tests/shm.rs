@@ -56,12 +56,21 @@ fn child() {
             let _seg = w.segment(tiers_cluster::SegId(0), 4096).expect("segment");
             w.barrier(tiers_cluster::Timeout::Block).expect("barrier");
             let dir = std::env::var(PID_DIR).expect("pid dir");
+            // And a process of its own, which must not outlive the launcher either.
+            let mut child = std::process::Command::new("sleep")
+                .arg("120")
+                .spawn()
+                .expect("start sleep");
+            std::fs::write(format!("{dir}/{}.child", w.rank()), child.id().to_string())
+                .expect("child pid file");
             std::fs::write(
                 format!("{dir}/{}", w.rank()),
                 std::process::id().to_string(),
             )
             .expect("pid file");
             std::thread::sleep(Duration::from_secs(120));
+            let _ = child.kill();
+            let _ = child.wait();
         }
         other => panic!("unknown scenario {other}"),
     }
@@ -186,8 +195,9 @@ fn zombie_or_gone(pid: u32) -> bool {
 
 #[test]
 fn killed_launcher_leaves_nothing() {
-    // A launcher (this binary, scenario "launcher") of 2 sleeping ranks is killed with -9: its
-    // ranks die with it (PR_SET_PDEATHSIG), and the next launch sweeps the objects it left.
+    // A launcher (this binary, scenario "launcher") of 2 sleeping ranks, each with a `sleep`
+    // of its own, is killed with -9: its ranks die with it (PR_SET_PDEATHSIG), its guardian
+    // kills their process groups, and the next launch sweeps the objects it left.
     let dir = std::env::temp_dir().join(format!("tiers-pids-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -202,11 +212,13 @@ fn killed_launcher_leaves_nothing() {
     let prefix = format!("tiers-{lpid}x");
     let t = std::time::Instant::now();
     let pids: Vec<u32> = loop {
-        let got: Vec<u32> = (0..2)
-            .filter_map(|r| std::fs::read_to_string(dir.join(r.to_string())).ok())
+        // The ranks' pids and those of the processes they started.
+        let got: Vec<u32> = ["0", "1", "0.child", "1.child"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
             .filter_map(|s| s.trim().parse().ok())
             .collect();
-        if got.len() == 2 {
+        if got.len() == 4 {
             break got;
         }
         assert!(
@@ -227,7 +239,7 @@ fn killed_launcher_leaves_nothing() {
     while !pids.iter().all(|&p| zombie_or_gone(p)) {
         assert!(
             t.elapsed() < Duration::from_secs(10),
-            "ranks outlived the launcher"
+            "ranks or the processes they started outlived the launcher"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

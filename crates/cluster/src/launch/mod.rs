@@ -5,8 +5,9 @@
 //! forwards their output (optionally prefixed with `[rank]`), and watches them: when one dies
 //! it marks the state vector (peers get `PeerFailed`), reports which rank died and how, ends the
 //! others after a grace period and fails. Every shared-memory object of the job is removed at
-//! the end; children die with the launcher (`PR_SET_PDEATHSIG`), and a launcher killed with
-//! `kill -9` leaves objects that the next launcher's sweep removes. Every rank leads a process
+//! the end; children die with the launcher (`PR_SET_PDEATHSIG`), a guardian process then kills
+//! what they started (their process groups), and a launcher killed with `kill -9` leaves
+//! objects that the next launcher's sweep removes. Every rank leads a process
 //! group of its own, and ending a rank signals the whole group, so that what a rank started
 //! (a shell's children, say) ends with it.
 
@@ -210,6 +211,16 @@ impl Job {
             pids.push(child.id());
             children.push(Some(child));
         }
+        // Kills what the ranks started should this launcher be killed outright.
+        let guardian = match sys::Guardian::start(&pids) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                if self.report {
+                    eprintln!("tiers run: warning: no guardian process ({e}): if this launcher is killed with -9, processes the ranks started may outlive it");
+                }
+                None
+            }
+        };
         let mut ends: Vec<Option<End>> = vec![None; procs];
         let mut failed_at: Option<Instant> = None;
         let mut termed_at: Option<Instant> = None;
@@ -274,6 +285,9 @@ impl Job {
                 }
             }
             std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(g) = guardian {
+            g.release();
         }
         for p in pumps {
             let _ = p.join();
