@@ -129,6 +129,23 @@ fn combine_t<T: Num>(op: Op, acc: &mut [u8], x: &[u8], sz: usize) {
     }
 }
 
+/// `out` = the first of `blocks` combined with each of the others in turn: the rank-order fold
+/// every engine uses, so that float sums come out with the same bits everywhere.
+pub(crate) fn fold_in_order<'a>(
+    ty: DataType,
+    op: Op,
+    out: &mut [u8],
+    blocks: impl IntoIterator<Item = &'a [u8]>,
+) {
+    let mut blocks = blocks.into_iter();
+    if let Some(first) = blocks.next() {
+        out.copy_from_slice(first);
+    }
+    for b in blocks {
+        combine(ty, op, out, b);
+    }
+}
+
 /// `acc[i] = op(acc[i], x[i])` elementwise over raw bytes of type `ty`.
 pub(crate) fn combine(ty: DataType, op: Op, acc: &mut [u8], x: &[u8]) {
     let sz = ty.size();

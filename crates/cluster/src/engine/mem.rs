@@ -10,7 +10,7 @@ use super::ctl::{
     PASSIVE_MAX, PASSIVE_SLOTS, REDUCE_CHUNK, SEG_HEADER,
 };
 use super::{Engine, KeepAlive, Transfer};
-use crate::collective::{combine, DataType, Op};
+use crate::collective::{fold_in_order, DataType, Op};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::sys::{self, Mapping};
@@ -416,18 +416,13 @@ impl<B: Backing> MemEngine<B> {
             return Err(e);
         }
         c.fast_pending = false;
-        for r in 0..self.size {
+        let lines = (0..self.size).map(|r| {
             let line = &self.ctl.rank(r).fast[parity];
             // SAFETY: rank r published these bytes before its sequence number, which we saw
             // (Acquire); it will not write this line again before we finish (see above).
-            let src =
-                unsafe { std::slice::from_raw_parts(line.data.get() as *const u8, input.len()) };
-            if r == 0 {
-                output.copy_from_slice(src);
-            } else {
-                combine(ty, op, output, src);
-            }
-        }
+            unsafe { std::slice::from_raw_parts(line.data.get() as *const u8, input.len()) }
+        });
+        fold_in_order(ty, op, output, lines);
         Ok(())
     }
 
@@ -708,18 +703,13 @@ impl<B: Backing> Engine for MemEngine<B> {
                 c.reduce_next = Some(k);
                 return Err(e);
             }
-            let out = &mut output[lo..hi];
-            for r in 0..self.size {
+            let slots = (0..self.size).map(|r| {
                 let slot = self.ctl.rank(r).reduce[parity].get() as *const u8;
                 // SAFETY: rank r filled its slot before arriving at the barrier we passed, and
                 // will not touch this parity again before we arrive at the next barrier.
-                let src = unsafe { std::slice::from_raw_parts(slot, hi - lo) };
-                if r == 0 {
-                    out.copy_from_slice(src);
-                } else {
-                    combine(ty, op, out, src);
-                }
-            }
+                unsafe { std::slice::from_raw_parts(slot, hi - lo) }
+            });
+            fold_in_order(ty, op, &mut output[lo..hi], slots);
             c.reduce_seq += 1;
         }
         Ok(())
