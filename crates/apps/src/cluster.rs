@@ -576,11 +576,8 @@ mod tests {
         assert_eq!(r1.memberships, r2.memberships);
     }
 
-    #[test]
-    fn critical_temperature_of_two_points_groups() {
-        // Two groups at distance D, zero inside: the first split is at T = D/2.
-        let n = 20;
-        let dd = 0.8f32;
+    /// Two groups of `n / 2` points, distance `dd` between groups and 0 inside.
+    fn two_groups(n: usize, dd: f32) -> DistMatrix {
         let mut data = vec![0f32; n * n];
         for i in 0..n {
             for j in 0..n {
@@ -589,7 +586,14 @@ mod tests {
                 }
             }
         }
-        let d = DistMatrix::new(n, data);
+        DistMatrix::new(n, data)
+    }
+
+    #[test]
+    fn critical_temperature_of_two_points_groups() {
+        // Two groups at distance D, zero inside: the first split is at T = D/2.
+        let n = 20;
+        let d = two_groups(n, 0.8);
         let opts = ClusterOptions {
             max_clusters: 2,
             ..Default::default()
@@ -684,16 +688,7 @@ mod tests {
         // eigenvalue of the halved cluster's second-derivative matrix, ½(1 − T_c/T), is at most
         // −0.01 times the largest, ½.
         let n = 60;
-        let dd = 0.8f32;
-        let mut data = vec![0f32; n * n];
-        for i in 0..n {
-            for j in 0..n {
-                if (i < n / 2) != (j < n / 2) {
-                    data[i * n + j] = dd;
-                }
-            }
-        }
-        let d = DistMatrix::new(n, data);
+        let d = two_groups(n, 0.8);
         let opts = ClusterOptions {
             max_clusters: 2,
             ..ClusterOptions::spidal()
