@@ -484,14 +484,15 @@ pub fn format_labels(labels: &[usize]) -> String {
 }
 
 /// Reads `index<TAB>cluster` lines (SPIDAL's cluster files), returning labels in index order.
-pub fn parse_labels(text: &str, file: &str) -> Result<Vec<usize>, String> {
+pub fn parse_labels(text: &str, file: &str) -> crate::Result<Vec<usize>> {
+    use crate::Error;
     let mut pairs = Vec::new();
     for (k, line) in text.lines().enumerate() {
         let t: Vec<&str> = line.split_whitespace().collect();
         if t.is_empty() {
             continue;
         }
-        let bad = || format!("{file}:{}: expected `index<TAB>cluster`", k + 1);
+        let bad = || Error::format(file, k + 1, "expected `index<TAB>cluster`");
         if t.len() < 2 {
             return Err(bad());
         }
@@ -505,17 +506,25 @@ pub fn parse_labels(text: &str, file: &str) -> Result<Vec<usize>, String> {
     pairs.dedup();
     for w in pairs.windows(2) {
         if w[0].0 == w[1].0 {
-            return Err(format!(
-                "{file}: index {} is given clusters {} and {}",
-                w[0].0, w[0].1, w[1].1
+            return Err(Error::format(
+                file,
+                0,
+                format!(
+                    "index {} is given clusters {} and {}",
+                    w[0].0, w[0].1, w[1].1
+                ),
             ));
         }
     }
     for (pos, (i, _)) in pairs.iter().enumerate() {
         if *i != pos {
-            return Err(format!(
-                "{file}: indices are not 0..{} (missing or repeated {pos})",
-                pairs.len()
+            return Err(Error::format(
+                file,
+                0,
+                format!(
+                    "indices are not 0..{} (missing or repeated {pos})",
+                    pairs.len()
+                ),
             ));
         }
     }
@@ -757,6 +766,7 @@ mod tests {
         assert_eq!(parse_labels(&format_labels(&l), "c").unwrap(), l);
         assert!(parse_labels("0\t1\n2\t1\n", "c.txt")
             .unwrap_err()
+            .to_string()
             .contains("missing"));
     }
 }

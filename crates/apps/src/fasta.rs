@@ -3,7 +3,7 @@
 //! Sequences are kept as upper-case ASCII bytes. Errors name the file and the line, since the
 //! inputs come from other tools and a bad line among thousands is otherwise hard to find.
 
-use std::fmt;
+use crate::{Error, Result};
 use std::path::Path;
 
 /// One FASTA record.
@@ -15,37 +15,10 @@ pub struct Record {
     pub seq: Vec<u8>,
 }
 
-/// A FASTA parse error, naming where it happened.
-#[derive(Debug)]
-pub struct FastaError {
-    /// File name (or `<input>`).
-    pub file: String,
-    /// 1-based line number, 0 when the problem is the whole file.
-    pub line: usize,
-    /// What is wrong.
-    pub msg: String,
-}
-
-impl fmt::Display for FastaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
-            write!(f, "{}:{}: {}", self.file, self.line, self.msg)
-        } else {
-            write!(f, "{}: {}", self.file, self.msg)
-        }
-    }
-}
-
-impl std::error::Error for FastaError {}
-
 /// Parses FASTA text. `file` is only used in error messages. Accepts IUPAC nucleotide codes
 /// and `-`/`.` gaps (which are dropped), upper or lower case; anything else is an error.
-pub fn parse(text: &str, file: &str) -> Result<Vec<Record>, FastaError> {
-    let err = |line: usize, msg: String| FastaError {
-        file: file.to_string(),
-        line,
-        msg,
-    };
+pub fn parse(text: &str, file: &str) -> Result<Vec<Record>> {
+    let err = |line: usize, msg: String| Error::format(file, line, msg);
     let mut out: Vec<Record> = Vec::new();
     let mut header_line = 0;
     for (k, raw) in text.lines().enumerate() {
@@ -108,10 +81,10 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Record>, FastaError> {
 }
 
 /// Reads and parses a FASTA file.
-pub fn read(path: &Path) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+pub fn read(path: &Path) -> Result<Vec<Record>> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
-    Ok(parse(&text, &name)?)
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "reading", e))?;
+    parse(&text, &name)
 }
 
 /// Formats records as FASTA with 70-column lines.
@@ -146,17 +119,21 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_line() {
+        let line = |e: Error| match e {
+            Error::Format { line, .. } => line,
+            e => panic!("not a format error: {e}"),
+        };
         let e = parse(">a\nACGT\nAC*T\n", "bad.fa").unwrap_err();
-        assert_eq!(e.line, 3);
         let s = e.to_string();
+        assert_eq!(line(e), 3);
         assert!(s.starts_with("bad.fa:3:"), "{s}");
         assert!(s.contains('*'), "{s}");
         let e = parse("ACGT\n>a\nAC\n", "f.fa").unwrap_err();
-        assert_eq!(e.line, 1);
         assert!(e.to_string().contains("before the first"));
+        assert_eq!(line(e), 1);
         let e = parse(">a\n>b\nAC\n", "f.fa").unwrap_err();
-        assert_eq!(e.line, 1);
         assert!(e.to_string().contains("no sequence"));
+        assert_eq!(line(e), 1);
         let e = parse("\n\n", "empty.fa").unwrap_err();
         assert!(e.to_string().contains("empty.fa: no FASTA records"));
     }

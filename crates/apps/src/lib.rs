@@ -6,17 +6,18 @@
 //! the unit of work for a thread today and can become the unit owned by a rank later.
 
 pub mod alu;
-pub mod bench;
-pub mod cli;
 pub mod cluster;
 pub mod compare;
 pub mod distance;
+mod error;
 pub mod fasta;
 mod kernel;
 pub mod matrix;
 pub mod mds;
 pub mod model;
-pub mod plot;
+pub mod projection;
 pub mod render;
 pub mod rng;
 mod rows;
+
+pub use error::{Error, Result};

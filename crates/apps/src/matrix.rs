@@ -84,10 +84,10 @@ impl Format {
     }
 }
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+type Res<T> = crate::Result<T>;
 
-fn ferr(path: &Path, msg: impl std::fmt::Display) -> Box<dyn std::error::Error> {
-    format!("{}: {msg}", path.display()).into()
+fn ferr(path: &Path, msg: impl std::fmt::Display) -> crate::Error {
+    crate::Error::format(path.display(), 0, msg.to_string())
 }
 
 /// Encodes as SPIDAL int16.
@@ -348,12 +348,12 @@ pub fn write(path: &Path, m: &DistMatrix, big_endian: bool) -> Res<()> {
         Format::Npy => to_npy(m),
         Format::Csv => to_csv(m).into_bytes(),
     };
-    std::fs::write(path, bytes).map_err(|e| ferr(path, e))
+    std::fs::write(path, bytes).map_err(|e| crate::Error::io(path, "writing", e))
 }
 
 /// Reads a matrix in the format implied by the path; `expect_n` checks the size of SPIDAL files.
 pub fn read(path: &Path, big_endian: bool, expect_n: Option<usize>) -> Res<DistMatrix> {
-    let bytes = std::fs::read(path).map_err(|e| ferr(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, "reading", e))?;
     let m = match Format::from_path(path, big_endian) {
         Format::SpidalLe => from_spidal(&bytes, false, expect_n, path)?,
         Format::SpidalBe => from_spidal(&bytes, true, expect_n, path)?,

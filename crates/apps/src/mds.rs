@@ -294,7 +294,8 @@ pub fn format_points(points: &[f64], dims: usize, csv: bool) -> String {
 
 /// Reads points written by [`format_points`] or SPIDAL (`index x y z [label]`): returns the
 /// points (N×dims) and, when a column follows them, the labels.
-pub fn parse_points(text: &str, dims: usize, file: &str) -> Result<(Vec<f64>, Vec<usize>), String> {
+pub fn parse_points(text: &str, dims: usize, file: &str) -> crate::Result<(Vec<f64>, Vec<usize>)> {
+    use crate::Error;
     let mut pts = Vec::new();
     let mut labels = Vec::new();
     for (k, line) in text.lines().enumerate() {
@@ -306,21 +307,22 @@ pub fn parse_points(text: &str, dims: usize, file: &str) -> Result<(Vec<f64>, Ve
             continue;
         }
         if toks.len() < dims + 1 {
-            return Err(format!(
-                "{file}:{}: expected an index and {dims} coordinates",
-                k + 1
+            return Err(Error::format(
+                file,
+                k + 1,
+                format!("expected an index and {dims} coordinates"),
             ));
         }
         for t in &toks[1..=dims] {
             pts.push(
                 t.parse::<f64>()
-                    .map_err(|_| format!("{file}:{}: not a number: {t:?}", k + 1))?,
+                    .map_err(|_| Error::format(file, k + 1, format!("not a number: {t:?}")))?,
             );
         }
         if let Some(l) = toks.get(dims + 1) {
             labels.push(
                 l.parse::<usize>()
-                    .map_err(|_| format!("{file}:{}: bad label {l:?}", k + 1))?,
+                    .map_err(|_| Error::format(file, k + 1, format!("bad label {l:?}")))?,
             );
         }
     }
@@ -492,6 +494,9 @@ mod tests {
         assert!(l.is_empty());
         let (_, l) = parse_points("0\t1\t2\t3\t7\n", 3, "p").unwrap();
         assert_eq!(l, vec![7]);
-        assert!(parse_points("0 1\n", 3, "p").unwrap_err().contains("p:1"));
+        assert!(parse_points("0 1\n", 3, "p")
+            .unwrap_err()
+            .to_string()
+            .contains("p:1"));
     }
 }

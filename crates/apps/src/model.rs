@@ -12,7 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// One timed run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -39,26 +38,6 @@ fn one() -> usize {
 pub struct Runs {
     /// The runs.
     pub runs: Vec<Run>,
-}
-
-/// Appends a run to a runs file, creating it if needed.
-pub fn append_run(path: &Path, run: Run) -> Result<(), Box<dyn std::error::Error>> {
-    let mut runs = if path.exists() {
-        read_runs(path)?
-    } else {
-        Runs::default()
-    };
-    runs.runs.push(run);
-    std::fs::write(path, serde_json::to_string_pretty(&runs)?)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(())
-}
-
-/// Reads a runs file.
-pub fn read_runs(path: &Path) -> Result<Runs, Box<dyn std::error::Error>> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a runs file: {e}", path.display()).into())
 }
 
 /// A run with its derived figures.
@@ -223,21 +202,27 @@ pub fn all_fits(points: &[Point]) -> Vec<Fit> {
 }
 
 /// Parses a comma-separated list of factors: `p`, `p/N` (or `p/n`), `nodes`.
-pub fn parse_factors(s: &str) -> Result<Vec<Factor>, String> {
+pub fn parse_factors(s: &str) -> crate::Result<Vec<Factor>> {
     let mut out = Vec::new();
     for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let f = match t {
             "p" => Factor::P,
             "p/N" | "p/n" => Factor::PPerN,
             "nodes" => Factor::Nodes,
-            _ => return Err(format!("unknown factor {t:?}: use p, p/N or nodes")),
+            _ => {
+                return Err(crate::Error::Invalid(format!(
+                    "unknown factor {t:?}: use p, p/N or nodes"
+                )))
+            }
         };
         if !out.contains(&f) {
             out.push(f);
         }
     }
     if out.is_empty() {
-        return Err(format!("no factors in {s:?}: use p, p/N or nodes"));
+        return Err(crate::Error::Invalid(format!(
+            "no factors in {s:?}: use p, p/N or nodes"
+        )));
     }
     Ok(out)
 }
@@ -286,91 +271,6 @@ pub fn report(points: &[Point], fits: &[Fit]) -> String {
             .collect();
         let _ = writeln!(s, "  f = {:<40} R² = {:.4}", terms.join(" + "), f.r2);
     }
-    s
-}
-
-/// An SVG of measured overhead against p, with each series' points and the best fit's
-/// predictions.
-pub fn svg(points: &[Point], fit: Option<&Fit>) -> String {
-    let (w, h, m) = (640.0, 420.0, 50.0);
-    let pmax = points.iter().map(|p| p.p).max().unwrap_or(1) as f64;
-    let mut vals: Vec<f64> = points.iter().map(|p| p.overhead).collect();
-    if let Some(f) = fit {
-        vals.extend(points.iter().map(|p| f.predict(p)));
-    }
-    let fmax = vals.iter().cloned().fold(0.0f64, f64::max).max(1e-3);
-    let fmin = vals.iter().cloned().fold(0.0f64, f64::min);
-    let sx = |p: f64| m + (p / pmax.max(1.0)) * (w - 2.0 * m);
-    let sy = |f: f64| h - m - (f - fmin) / (fmax - fmin) * (h - 2.0 * m);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}"><rect width="100%" height="100%" fill="white"/>"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<line x1="{m}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{m}" y1="{m}" x2="{m}" y2="{}" stroke="black"/>"#,
-        h - m,
-        w - m,
-        h - m,
-        h - m
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" font-family="sans-serif" font-size="12">parallelism p (max {pmax})</text><text x="5" y="20" font-family="sans-serif" font-size="12">overhead f: measured (dots){} , range {fmin:.3}..{fmax:.3}</text>"#,
-        w / 2.0 - 60.0,
-        h - 10.0,
-        if fit.is_some() {
-            ", model (crosses)"
-        } else {
-            ""
-        }
-    );
-    let mut sizes: Vec<(String, usize)> = points
-        .iter()
-        .map(|p| (p.run.app.clone(), p.run.size))
-        .collect();
-    sizes.sort();
-    sizes.dedup();
-    for p in points {
-        let si = sizes
-            .iter()
-            .position(|q| q.0 == p.run.app && q.1 == p.run.size)
-            .unwrap_or(0);
-        let c = crate::plot::colour(si);
-        let _ = writeln!(
-            s,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="rgb({},{},{})"><title>{} N={} p={} f={:.4}</title></circle>"#,
-            sx(p.p as f64),
-            sy(p.overhead),
-            c[0],
-            c[1],
-            c[2],
-            p.run.app,
-            p.run.size,
-            p.p,
-            p.overhead
-        );
-        if let Some(f) = fit {
-            let (x, y) = (sx(p.p as f64), sy(f.predict(p)));
-            let _ = writeln!(
-                s,
-                r#"<path d="M{} {}L{} {}M{} {}L{} {}" stroke="rgb({},{},{})"/>"#,
-                x - 4.0,
-                y - 4.0,
-                x + 4.0,
-                y + 4.0,
-                x - 4.0,
-                y + 4.0,
-                x + 4.0,
-                y - 4.0,
-                c[0],
-                c[1],
-                c[2]
-            );
-        }
-    }
-    s.push_str("</svg>\n");
     s
 }
 
@@ -444,7 +344,6 @@ mod tests {
         // Collinear factors are refused instead of giving nonsense.
         let one_size: Vec<Point> = analyse(&[run(1, 5, 1.0), run(2, 5, 0.6), run(3, 5, 0.4)]);
         assert!(fit(&one_size, &[Factor::P, Factor::PPerN]).is_none());
-        assert!(svg(&pts, Some(&fit(&pts, &[Factor::P]).unwrap())).contains("<circle"));
     }
 
     #[test]
@@ -453,7 +352,10 @@ mod tests {
             parse_factors("p, p/N,p").unwrap(),
             vec![Factor::P, Factor::PPerN]
         );
-        assert!(parse_factors("q").unwrap_err().contains("unknown factor"));
+        assert!(parse_factors("q")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown factor"));
         assert!(parse_factors(",").is_err());
         let mut runs = Vec::new();
         for &n in &[100usize, 200] {
@@ -467,24 +369,5 @@ mod tests {
         assert_eq!(fits.len(), 3);
         assert_eq!(fits[2].factors, vec![Factor::P, Factor::PPerN]);
         assert_eq!(fits_of(&pts, &[Factor::P]).len(), 1);
-    }
-
-    #[test]
-    fn runs_file_round_trip() {
-        let path =
-            std::env::temp_dir().join(format!("tiers-apps-runs-{}.json", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        append_run(&path, run(1, 10, 2.0)).unwrap();
-        append_run(&path, run(2, 10, 1.0)).unwrap();
-        assert_eq!(
-            read_runs(&path).unwrap().runs,
-            vec![run(1, 10, 2.0), run(2, 10, 1.0)]
-        );
-        std::fs::write(&path, "{").unwrap();
-        assert!(read_runs(&path)
-            .unwrap_err()
-            .to_string()
-            .contains("not a runs file"));
-        std::fs::remove_file(&path).unwrap();
     }
 }

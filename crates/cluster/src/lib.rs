@@ -34,7 +34,6 @@
 #![warn(missing_docs)]
 
 mod atomic;
-pub mod bench;
 pub mod collective;
 pub mod endpoint;
 pub mod engine;

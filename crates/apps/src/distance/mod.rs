@@ -30,7 +30,7 @@ pub enum Metric {
 
 impl Metric {
     /// Parses `hamming`, `kmer` (k = 5), `kmer:K`, `swg` (also `swg:bio`) or `swg:native`.
-    pub fn parse(s: &str) -> Result<Metric, String> {
+    pub fn parse(s: &str) -> crate::Result<Metric> {
         match s {
             "hamming" => Ok(Metric::Hamming),
             "kmer" => Ok(Metric::Kmer(5)),
@@ -41,9 +41,9 @@ impl Metric {
                 .and_then(|k| k.parse::<usize>().ok())
             {
                 Some(k) if (1..=8).contains(&k) => Ok(Metric::Kmer(k)),
-                _ => Err(format!(
+                _ => Err(crate::Error::Invalid(format!(
                     "unknown metric {s:?}: use hamming, kmer, kmer:K (1-8), swg or swg:native"
-                )),
+                ))),
             },
         }
     }
@@ -74,11 +74,7 @@ const ROWS: usize = 8;
 /// Columns per tile within a block of rows (k = 5 profiles: 2 KiB each, 64 KiB a tile).
 const COLS: usize = 32;
 
-pub fn pairwise(
-    pool: &Pool,
-    seqs: &[&[u8]],
-    metric: Metric,
-) -> Result<DistMatrix, Box<dyn std::error::Error>> {
+pub fn pairwise(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<DistMatrix> {
     pairwise_with_progress(pool, seqs, metric, |_, _| {})
 }
 
@@ -89,7 +85,7 @@ pub fn pairwise_with_progress(
     seqs: &[&[u8]],
     metric: Metric,
     progress: impl Fn(usize, usize) + Sync,
-) -> Result<DistMatrix, Box<dyn std::error::Error>> {
+) -> crate::Result<DistMatrix> {
     let n = seqs.len();
     let total = n * n.saturating_sub(1) / 2;
     let done = AtomicUsize::new(0);
@@ -99,13 +95,12 @@ pub fn pairwise_with_progress(
             .enumerate()
             .find(|(_, s)| s.len() != seqs[0].len())
         {
-            return Err(format!(
+            return Err(crate::Error::Invalid(format!(
                 "hamming distance needs equal-length sequences: sequence 0 has {} bases, sequence {} has {}",
                 seqs[0].len(),
                 i,
                 s.len()
-            )
-            .into());
+            )));
         }
     }
     let mut profiles: Vec<kmer::Profile> = Vec::new();
@@ -246,10 +241,10 @@ mod tests {
         let e = pairwise(&p, &s, Metric::Hamming).unwrap_err().to_string();
         assert!(e.contains("sequence 1 has 3"), "{e}");
         assert!(Metric::parse("kmer:9").is_err());
-        assert_eq!(Metric::parse("kmer:3"), Ok(Metric::Kmer(3)));
-        assert_eq!(Metric::parse("swg"), Ok(Metric::Swg));
-        assert_eq!(Metric::parse("swg:bio"), Ok(Metric::Swg));
-        assert_eq!(Metric::parse("swg:native"), Ok(Metric::SwgNative));
+        assert_eq!(Metric::parse("kmer:3").unwrap(), Metric::Kmer(3));
+        assert_eq!(Metric::parse("swg").unwrap(), Metric::Swg);
+        assert_eq!(Metric::parse("swg:bio").unwrap(), Metric::Swg);
+        assert_eq!(Metric::parse("swg:native").unwrap(), Metric::SwgNative);
         assert_eq!(Metric::SwgNative.name(), "swg:native");
         assert!(Metric::parse("swg:other").is_err());
     }

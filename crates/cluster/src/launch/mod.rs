@@ -20,32 +20,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Arguments of `tiers run`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct RunArgs {
-    /// Number of ranks.
-    #[arg(short = 'n', long = "ranks", default_value_t = 1)]
-    pub n: usize,
-    /// Engine: `shm` (one process per rank) or `local` (one process, a thread per rank).
-    #[arg(long, default_value = "shm", value_parser = ["shm", "local"])]
-    pub engine: String,
-    /// Node-tier worker threads per rank (passed as TIERS_THREADS; pinning reserves cores).
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
-    /// Prefix every output line with `[rank]`.
-    #[arg(long)]
-    pub prefix: bool,
-    /// Seconds the other ranks get to finish after one has failed.
-    #[arg(long, default_value_t = 2.0)]
-    pub grace: f64,
-    /// Do not pin ranks to cores.
-    #[arg(long)]
-    pub no_pin: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true)]
-    pub command: Vec<String>,
-}
-
 /// How a rank ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
@@ -55,6 +29,16 @@ pub enum End {
     Signaled(i32),
     /// The launcher ended it after another rank failed (or on request).
     Stopped,
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            End::Exited(c) => write!(f, "exit code {c}"),
+            End::Signaled(s) => write!(f, "signal {s} ({})", sys::signal_name(s)),
+            End::Stopped => f.write_str("ended by the launcher"),
+        }
+    }
 }
 
 impl End {
@@ -325,7 +309,7 @@ fn pump(src: impl io::Read, rank: usize, err: bool) {
 }
 
 /// Finds `prog` like a shell would; `tiers` falls back to the running executable.
-fn resolve(prog: &str) -> PathBuf {
+pub fn resolve(prog: &str) -> PathBuf {
     if prog.contains('/') {
         return PathBuf::from(prog);
     }
@@ -345,32 +329,9 @@ fn resolve(prog: &str) -> PathBuf {
     PathBuf::from(prog)
 }
 
-/// `tiers run`: launches the job; an error when a rank failed.
-pub fn run_cli(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+/// Makes SIGINT, SIGTERM and SIGHUP end the running job cleanly (its ranks stopped, its
+/// shared-memory objects removed) instead of killing the launcher outright. A command-line
+/// launcher calls this once before [`Job::run`].
+pub fn catch_termination() {
     sys::catch_termination();
-    let mut job = Job::new(a.n, resolve(&a.command[0])).args(a.command[1..].iter().cloned());
-    job.engine = a.engine;
-    job.threads = a.threads.max(1);
-    job.prefix = a.prefix;
-    job.pin = !a.no_pin;
-    if !(a.grace >= 0.0 && a.grace.is_finite()) {
-        return Err(format!("--grace must be a number of seconds, not {}", a.grace).into());
-    }
-    job.grace = Duration::from_secs_f64(a.grace);
-    let out = job.run()?;
-    if out.success() {
-        return Ok(());
-    }
-    let bad: Vec<String> = out
-        .ends
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| !e.ok())
-        .map(|(r, e)| match e {
-            End::Exited(c) => format!("rank {r}: exit code {c}"),
-            End::Signaled(s) => format!("rank {r}: signal {s} ({})", sys::signal_name(*s)),
-            End::Stopped => format!("rank {r}: ended by the launcher"),
-        })
-        .collect();
-    Err(format!("job failed ({})", bad.join(", ")).into())
 }

@@ -1,130 +1,241 @@
-//! `tiers bench NAME`: dispatch to the benchmarks of each tier.
+//! Every benchmark of `tiers bench`, in one registry.
+//!
+//! A benchmark is a [`Bench`]: its name, what it measures, the peers it runs beside tiers, how
+//! it is launched, and one function with one signature, [`Run`]. The registry [`BENCHES`] is
+//! the only list: `tiers bench list` prints it, `tiers bench NAME` looks the name up in it.
+//!
+//! Where a new benchmark goes: a file in the family it measures (`node/` for the thread pool,
+//! barriers, locks and queues; `cluster/` for ranks and the global address space; `apps.rs`
+//! for the applications; `mpi.rs` for MPI's own numbers), and one entry in [`BENCHES`]. The
+//! harness it uses (alternating candidates, medians, ratio tables, JSON) is the
+//! `tiers-bench` crate.
 
-mod alloc;
-mod barrier;
-mod lock;
-mod peers;
-mod private;
-mod queue;
-mod threads;
+mod apps;
+mod cluster;
+#[cfg(feature = "mpi")]
+mod mpi;
+mod node;
 
-use clap::Args;
 use tiers_bench::{Opts, Report};
 
-/// Arguments of `tiers bench`.
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// Benchmark name (`list` to see them all).
-    pub name: String,
-    /// What the benchmark runs, for those that take one (`tiers bench scaling mds`).
-    pub target: Option<String>,
-    /// Thread counts, e.g. `1,2` or `1-16` (each benchmark has its own default).
-    #[arg(long)]
-    pub threads: Option<String>,
-    /// Minimum measured seconds per implementation and configuration.
-    #[arg(long, default_value_t = 0.5)]
-    pub min_time: f64,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress lines on stderr.
-    #[arg(long)]
-    pub quiet: bool,
-    /// Arguments for the benchmark itself (after `--`).
-    #[arg(last = true)]
-    pub rest: Vec<String>,
+/// What a benchmark returns: a report to print, or `None` on a process that took part
+/// without reporting (every rank but 0).
+pub type Outcome = Result<Option<Report>, Box<dyn std::error::Error>>;
+
+/// The one signature of every benchmark.
+pub type Run = fn(&Ctx<'_>) -> Outcome;
+
+/// What a benchmark is given.
+pub struct Ctx<'a> {
+    /// Thread counts, minimum time, output form.
+    pub opts: Opts,
+    /// Whether `--threads` was given (else `opts.threads` is the common default).
+    pub threads_given: bool,
+    /// Its own arguments: the target word (`tiers bench scaling mds`) then those after `--`.
+    pub args: &'a [String],
 }
 
-/// The node-tier benchmarks: name, what it measures.
-pub const NODE: &[(&str, &str)] = &[
-    (
-        "barrier",
-        "ns per barrier: tiers barriers vs std, pthread, OpenMP",
-    ),
-    (
-        "lock",
-        "ns per contended critical section: tiers locks vs std, parking_lot, pthread, OpenMP",
-    ),
-    (
-        "queue",
-        "messages/s, N producers one consumer: tiers PcQueue vs std-mpsc, crossbeam",
-    ),
-    (
-        "private",
-        "ns per access: per-thread counters in an array, padded, thread-local",
-    ),
-    (
-        "alloc",
-        "us per thread for 100,000 alloc/free pairs: system vs mimalloc",
-    ),
+/// How a benchmark is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// One process, on its own threads: `tiers bench NAME`.
+    Process,
+    /// Every rank runs it and rank 0 reports: `tiers run -n N -- tiers bench NAME`, or under
+    /// `mpirun` with the `mpi` feature (then MPI's own rows join tiers').
+    Ranks,
+    /// It starts the processes it needs itself: `tiers bench NAME`.
+    StartsRanks,
+    /// Not for users: one rank of a benchmark that starts its own ranks.
+    Internal,
+}
+
+impl Launch {
+    fn how(self, name: &str) -> String {
+        match self {
+            Launch::Process | Launch::StartsRanks => format!("tiers bench {name}"),
+            Launch::Ranks => format!("tiers run -n 2 -- tiers bench {name}"),
+            Launch::Internal => String::new(),
+        }
+    }
+}
+
+/// One benchmark.
+pub struct Bench {
+    /// `tiers bench NAME`.
+    pub name: &'static str,
+    /// What it measures, and in which unit.
+    pub measures: &'static str,
+    /// What tiers is compared with in the same run.
+    pub peers: &'static str,
+    /// How it is started.
+    pub launch: Launch,
+    /// The benchmark.
+    pub run: Run,
+}
+
+/// Every benchmark, in the order `tiers bench list` prints them.
+pub const BENCHES: &[Bench] = &[
+    Bench {
+        name: "barrier",
+        measures: "ns per barrier, by threads",
+        peers: "std::sync::Barrier, pthread_barrier_t, OpenMP barrier",
+        launch: Launch::Process,
+        run: |c| Ok(Some(node::barrier::run(&c.opts))),
+    },
+    Bench {
+        name: "lock",
+        measures: "ns per contended critical section (a shared increment), by threads",
+        peers: "std Mutex, parking_lot, pthread mutex, OpenMP critical",
+        launch: Launch::Process,
+        run: |c| Ok(Some(node::lock::run(&c.opts))),
+    },
+    Bench {
+        name: "queue",
+        measures: "messages/s, N producers (default 1-4) and one consumer",
+        peers: "std mpsc, crossbeam-channel, crossbeam SegQueue",
+        launch: Launch::Process,
+        run: |c| {
+            let mut opts = c.opts.clone();
+            if !c.threads_given {
+                opts.threads = Vec::new(); // its own default: 1-4 producers
+            }
+            Ok(Some(node::queue::run(&opts)))
+        },
+    },
+    Bench {
+        name: "private",
+        measures: "ns per access to a per-thread counter",
+        peers: "an array of counters (false sharing), thread_local!",
+        launch: Launch::Process,
+        run: |c| Ok(Some(node::private::run(&c.opts))),
+    },
+    Bench {
+        name: "alloc",
+        measures: "us per thread for 100,000 alloc/free pairs",
+        peers: "the system allocator vs mimalloc",
+        launch: Launch::Process,
+        run: |c| Ok(Some(node::alloc::run(&c.opts))),
+    },
+    Bench {
+        name: "put",
+        measures: "GB/s of one-sided writes by size, 8 B to 4 MiB",
+        peers: "memcpy; under mpirun: MPI_Put + MPI_Win_flush",
+        launch: Launch::Ranks,
+        run: |c| {
+            #[cfg(feature = "mpi")]
+            if mpi::wanted() {
+                return mpi::put(&c.opts);
+            }
+            cluster::on_ranks("put", c, cluster::put)
+        },
+    },
+    Bench {
+        name: "latency",
+        measures:
+            "ns of an 8-byte write, read (local completion) and write_notify (half round trip)",
+        peers: "none yet",
+        launch: Launch::Ranks,
+        run: |c| cluster::on_ranks("latency", c, cluster::latency),
+    },
+    Bench {
+        name: "ranks",
+        measures: "ns per barrier, allreduce of one f64 and fetch_add across ranks",
+        peers: "under mpirun: MPI_Barrier, MPI_Allreduce, MPI_Fetch_and_op",
+        launch: Launch::Ranks,
+        run: |c| {
+            #[cfg(feature = "mpi")]
+            if mpi::wanted() {
+                return mpi::ranks(&c.opts);
+            }
+            cluster::on_ranks("ranks", c, cluster::ranks::run)
+        },
+    },
+    Bench {
+        name: "kneighbor",
+        measures: "us per kNeighbor step (k = 3), 16 B to 16 KiB",
+        peers: "tiers-smp vs tiers-smp-nobypass vs tiers-process (Charm++'s SMP study)",
+        launch: Launch::StartsRanks,
+        run: |c| cluster::kneighbor::run(&c.opts).map(Some),
+    },
+    Bench {
+        name: "kneighbor-rank",
+        measures: "one rank of kneighbor's tiers-process variant",
+        peers: "",
+        launch: Launch::Internal,
+        run: |c| cluster::kneighbor::rank_main(&c.opts).map(|()| None),
+    },
+    Bench {
+        name: "mds",
+        measures: "s per SMACOF iteration (N = 2000, 4499; 3-D) and parallel efficiency",
+        peers: "scikit-learn's smacof when installed",
+        launch: Launch::Process,
+        run: |c| apps::run(apps::mds, c),
+    },
+    Bench {
+        name: "cluster",
+        measures: "s per DA-PWC EM iteration (N = 2000, K = 10) and parallel efficiency",
+        peers: "none (efficiency against 1 thread)",
+        launch: Launch::Process,
+        run: |c| apps::run(apps::cluster, c),
+    },
+    Bench {
+        name: "distances",
+        measures: "pairs/s for hamming, kmer and swg distances and parallel efficiency",
+        peers: "rust-bio's alignment beside the native kernel",
+        launch: Launch::Process,
+        run: |c| apps::run(apps::distances, c),
+    },
+    Bench {
+        name: "render",
+        measures: "s per 1024x768 Mandelbrot image and parallel efficiency",
+        peers: "static vs dynamic tiles",
+        launch: Launch::Process,
+        run: |c| apps::run(apps::render_bench, c),
+    },
+    Bench {
+        name: "scaling",
+        measures: "an app over thread counts and sizes, written as runs for `tiers model`",
+        peers: "",
+        launch: Launch::Process,
+        run: |c| apps::run(apps::scaling, c),
+    },
 ];
 
-fn node_bench(name: &str, opts: &Opts) -> Option<Report> {
-    Some(match name {
-        "barrier" => barrier::run(opts),
-        "lock" => lock::run(opts),
-        "queue" => queue::run(opts),
-        "private" => private::run(opts),
-        "alloc" => alloc::run(opts),
-        _ => return None,
-    })
+/// The benchmark called `name`.
+pub fn find(name: &str) -> Option<&'static Bench> {
+    BENCHES.iter().find(|b| b.name == name)
 }
 
-pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let explicit = args.threads.is_some();
-    let mut opts = Opts {
-        threads: match &args.threads {
-            Some(s) => tiers_bench::parse_counts(s)?,
-            None => vec![1, 2],
-        },
-        min_time: args.min_time,
-        json: args.json,
-        progress: !args.quiet,
-    };
-    if !(args.min_time > 0.0 && args.min_time.is_finite()) {
-        return Err(format!(
-            "--min-time must be a positive number of seconds, not {}",
-            args.min_time
-        )
-        .into());
-    }
-    if args.name == "list" {
-        for (n, what) in NODE
-            .iter()
-            .chain(tiers_apps::bench::APPS)
-            .chain(tiers_cluster::bench::BENCHES)
-        {
-            println!("{n:<12} {what}");
+/// `tiers bench list`: one line per benchmark users run.
+pub fn list() -> String {
+    let mut s = String::new();
+    for b in BENCHES.iter().filter(|b| b.launch != Launch::Internal) {
+        s.push_str(&format!("{:<10} {}\n", b.name, b.measures));
+        if !b.peers.is_empty() {
+            s.push_str(&format!("{:<10}   peers: {}\n", "", b.peers));
         }
-        return Ok(());
+        s.push_str(&format!("{:<10}   run: {}\n", "", b.launch.how(b.name)));
     }
-    if args.name == "queue" && !explicit {
-        opts.threads = Vec::new(); // its own default: 1-4 producers
-    }
-    #[cfg(feature = "mpi")]
-    if let Some(r) = tiers_cluster::engine::mpi::bench::wanted()
-        .then(|| tiers_cluster::engine::mpi::bench::run(&args.name, &opts))
-        .flatten()
-    {
-        return r.map_err(Into::into);
-    }
-    let report = match node_bench(&args.name, &opts)
-        .map(Ok)
-        .or_else(|| {
-            let rest: Vec<String> = args.target.iter().chain(&args.rest).cloned().collect();
-            tiers_apps::bench::run(&args.name, &opts, &rest)
-        })
-        .or_else(|| tiers_cluster::bench::run(&args.name, &opts, &args.rest))
-    {
-        Some(r) => r?,
-        None => {
-            return Err(format!(
-                "unknown benchmark {:?}; `tiers bench list` names them",
-                args.name
-            )
-            .into())
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_described() {
+        for (i, b) in BENCHES.iter().enumerate() {
+            assert!(!b.measures.is_empty(), "{} says what it measures", b.name);
+            assert!(
+                BENCHES[i + 1..].iter().all(|o| o.name != b.name),
+                "{} is registered twice",
+                b.name
+            );
+            assert!(std::ptr::eq(find(b.name).unwrap(), b));
         }
-    };
-    report.print(opts.json);
-    Ok(())
+        assert!(find("no-such-bench").is_none());
+        let l = list();
+        assert!(l.contains("kneighbor ") && !l.contains("kneighbor-rank"));
+    }
 }

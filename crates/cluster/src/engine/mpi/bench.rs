@@ -312,16 +312,7 @@ pub fn wanted() -> bool {
     raw::launched()
 }
 
-/// Runs `ranks` or `put` under MPI and prints the report on rank 0; `None` for other names.
-pub fn run(name: &str, opts: &Opts) -> Option<crate::Result<()>> {
-    let f: fn(&Opts) -> crate::Result<Report> = match name {
-        "ranks" => ranks,
-        "put" => put,
-        _ => return None,
-    };
-    Some(f(opts).map(|rep| {
-        if raw::rank_size(raw::world()).0 == 0 {
-            rep.print(opts.json);
-        }
-    }))
+/// Whether this process is rank 0 of MPI's world (the one that reports).
+pub fn is_root() -> bool {
+    raw::rank_size(raw::world()).0 == 0
 }

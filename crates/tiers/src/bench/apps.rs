@@ -7,59 +7,28 @@
 //! alignment engines, rust-bio's and the native kernel, side by side), `--iters I` (for the
 //! scikit-learn comparison), `--out RUNS.json` (scaling), `--app APP` (scaling).
 
-use crate::alu::{generate, AluSpec};
-use crate::cluster::em_step;
-use crate::distance::{pairwise, Metric};
-use crate::matrix::{to_npy, DistMatrix};
-use crate::mds::{guttman_step, random_start, smacof, MdsOptions};
-use crate::model::{self, Run};
-use crate::render::{render, RenderSpec, TileSchedule};
-use crate::rng::Rng;
+use super::{Ctx, Outcome};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tiers_apps::alu::{generate, AluSpec};
+use tiers_apps::cluster::em_step;
+use tiers_apps::distance::{pairwise, Metric};
+use tiers_apps::matrix::{to_npy, DistMatrix};
+use tiers_apps::mds::{guttman_step, random_start, smacof, MdsOptions};
+use tiers_apps::model::{self, Run};
+use tiers_apps::render::{render, RenderSpec, TileSchedule};
+use tiers_apps::rng::Rng;
 use tiers_bench::{compare, progress, Candidate, Opts, Report};
 use tiers_node::Pool;
 
 type BenchResult = Result<Report, Box<dyn std::error::Error>>;
 
-/// The application benchmarks: name, what it measures.
-pub const APPS: &[(&str, &str)] = &[
-    (
-        "mds",
-        "s per SMACOF iteration (N = 2000, 4499; 3-D) and efficiency; vs scikit-learn's smacof",
-    ),
-    (
-        "cluster",
-        "s per DA-PWC EM iteration (N = 2000, K = 10) and efficiency",
-    ),
-    (
-        "distances",
-        "pairs/s for hamming, kmer and swg distances (rust-bio and native engines) and efficiency",
-    ),
-    (
-        "render",
-        "s per 1024x768 Mandelbrot image, static vs dynamic tiles, and efficiency",
-    ),
-    (
-        "scaling",
-        "an app over thread counts and sizes, written as runs for `tiers model`",
-    ),
-];
-
-/// Runs the application benchmark `name`, or `None` when `name` is not one.
-pub fn run(name: &str, opts: &Opts, rest: &[String]) -> Option<BenchResult> {
-    let args = Rest::parse(rest);
-    Some(match name {
-        "mds" => mds(opts, &args),
-        "cluster" => cluster(opts, &args),
-        "distances" => distances(opts, &args),
-        "render" => render_bench(opts, &args),
-        "scaling" => scaling(opts, &args),
-        _ => return None,
-    })
+/// Runs an application benchmark with its arguments parsed.
+pub(super) fn run(f: fn(&Opts, &Rest) -> BenchResult, ctx: &Ctx<'_>) -> Outcome {
+    f(&ctx.opts, &Rest::parse(ctx.args)).map(Some)
 }
 
-struct Rest(Vec<(String, String)>);
+pub(super) struct Rest(Vec<(String, String)>);
 
 impl Rest {
     fn parse(rest: &[String]) -> Rest {
@@ -111,7 +80,7 @@ impl Rest {
 
 /// Points in a 10-D Gaussian mixture, their Euclidean distance matrix: a stand-in for sequence
 /// distances that is quick to make at any N.
-pub fn mixture_matrix(n: usize, seed: u64) -> DistMatrix {
+fn mixture_matrix(n: usize, seed: u64) -> DistMatrix {
     let mut rng = Rng::new(seed);
     let d = 10;
     let centers: Vec<f64> = (0..8 * d).map(|_| 3.0 * rng.normal()).collect();
@@ -146,7 +115,7 @@ fn pools(opts: &Opts) -> Result<Vec<(usize, Pool)>, Box<dyn std::error::Error>> 
         .collect()
 }
 
-fn mds(opts: &Opts, a: &Rest) -> BenchResult {
+pub(super) fn mds(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("mds", "s/iteration", true);
     let sizes = a.sizes(&[2000, 4499])?;
     let iters = a.usize("iters", 20)?;
@@ -261,7 +230,7 @@ fn points_npy(p: &[f64], d: usize) -> Vec<u8> {
     out
 }
 
-fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
+pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("cluster", "s/EM iteration", true);
     let sizes = a.sizes(&[2000])?;
     let k = a.usize("k", 10)?;
@@ -315,7 +284,7 @@ fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
     Ok(report)
 }
 
-fn distances(opts: &Opts, a: &Rest) -> BenchResult {
+pub(super) fn distances(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("distances", "pairs/s", false);
     let pools = pools(opts)?;
     // Metrics measured together, alternating in one comparison: the two SWG engines are peers
@@ -400,7 +369,7 @@ fn distances(opts: &Opts, a: &Rest) -> BenchResult {
     Ok(report)
 }
 
-fn render_bench(opts: &Opts, a: &Rest) -> BenchResult {
+pub(super) fn render_bench(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("render", "s/image", true);
     let pools = pools(opts)?;
     let spec = RenderSpec {
@@ -498,7 +467,7 @@ enum ScaleData {
     Image(RenderSpec),
 }
 
-fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
+pub(super) fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
     let app = a.get("app").unwrap_or("mds").to_string();
     let out = a.get("out").unwrap_or("/tmp/tiers-runs.json").to_string();
     if !matches!(app.as_str(), "mds" | "cluster" | "render" | "distances") {
@@ -577,8 +546,7 @@ fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
             ));
         }
     }
-    std::fs::write(&out, serde_json::to_string_pretty(&model::Runs { runs })?)
-        .map_err(|e| format!("{out}: {e}"))?;
+    crate::runs::write(std::path::Path::new(&out), runs)?;
     report.note(format!(
         "runs written to {out}; analyse them with `tiers model {out}`"
     ));

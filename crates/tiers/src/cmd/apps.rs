@@ -1,16 +1,17 @@
-//! Command-line front ends of the applications, flattened into the `tiers` command.
+//! The application commands: `tiers data`, `distances`, `mds`, `cluster`, `render`, `model`.
 
-use crate::alu::{generate, AluSpec};
-use crate::cluster::{da_pwc, ClusterOptions, Event, Method};
-use crate::compare::{adjusted_rand_index, procrustes};
-use crate::distance::{pairwise_with_progress, Metric};
-use crate::mds::{smacof, MdsOptions};
-use crate::model::{append_run, Run};
-use crate::render::{render, RenderSpec, TileSchedule};
-use crate::{fasta, matrix, model, plot};
+use crate::draw;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tiers_apps::alu::{generate, AluSpec};
+use tiers_apps::cluster::{da_pwc, ClusterOptions, Event, Method};
+use tiers_apps::compare::{adjusted_rand_index, procrustes};
+use tiers_apps::distance::{pairwise_with_progress, Metric};
+use tiers_apps::mds::{smacof, MdsOptions};
+use tiers_apps::model::Run;
+use tiers_apps::render::{render, RenderSpec, TileSchedule};
+use tiers_apps::{fasta, matrix, model};
 use tiers_node::Pool;
 
 type Res = Result<(), Box<dyn std::error::Error>>;
@@ -261,7 +262,7 @@ fn write_text(path: &Path, text: &str) -> Res {
 
 fn record(runs: &Option<PathBuf>, app: &str, threads: usize, size: usize, seconds: f64) -> Res {
     if let Some(p) = runs {
-        append_run(
+        crate::runs::append(
             p,
             Run {
                 app: app.into(),
@@ -381,11 +382,15 @@ pub fn run(cmd: AppCommand) -> Res {
                 .out
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-            write_text(&a.out, &crate::mds::format_points(&r.points, a.dims, csv))?;
+            write_text(
+                &a.out,
+                &tiers_apps::mds::format_points(&r.points, a.dims, csv),
+            )?;
             if let Some(refp) = &a.reference {
                 let text = std::fs::read_to_string(refp)
                     .map_err(|e| format!("{}: {e}", refp.display()))?;
-                let (y, _) = crate::mds::parse_points(&text, a.dims, &refp.display().to_string())?;
+                let (y, _) =
+                    tiers_apps::mds::parse_points(&text, a.dims, &refp.display().to_string())?;
                 if y.len() != r.points.len() {
                     return Err(format!(
                         "{}: {} points, the matrix has {}",
@@ -396,19 +401,19 @@ pub fn run(cmd: AppCommand) -> Res {
                     .into());
                 }
                 let pr = procrustes(&r.points, &y, a.dims);
-                let mut ys = crate::mds::stress(&p, &d, &y, a.dims);
-                ys /= crate::mds::delta_norm(&d);
+                let mut ys = tiers_apps::mds::stress(&p, &d, &y, a.dims);
+                ys /= tiers_apps::mds::delta_norm(&d);
                 println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
             }
             if let Some(pp) = &a.plot {
                 let labels = match &a.labels {
-                    Some(l) => crate::cluster::parse_labels(
+                    Some(l) => tiers_apps::cluster::parse_labels(
                         &std::fs::read_to_string(l).map_err(|e| format!("{}: {e}", l.display()))?,
                         &l.display().to_string(),
                     )?,
                     None => vec![0; d.n],
                 };
-                plot::write(
+                draw::write(
                     pp,
                     &r.points,
                     a.dims,
@@ -469,11 +474,11 @@ pub fn run(cmd: AppCommand) -> Res {
             let mut sizes = vec![0usize; r.k];
             r.labels.iter().for_each(|&l| sizes[l] += 1);
             eprintln!("[cluster] sizes {sizes:?}");
-            write_text(&a.out, &crate::cluster::format_labels(&r.labels))?;
+            write_text(&a.out, &tiers_apps::cluster::format_labels(&r.labels))?;
             if let Some(refp) = &a.reference {
                 let text = std::fs::read_to_string(refp)
                     .map_err(|e| format!("{}: {e}", refp.display()))?;
-                let refl = crate::cluster::parse_labels(&text, &refp.display().to_string())?;
+                let refl = tiers_apps::cluster::parse_labels(&text, &refp.display().to_string())?;
                 if refl.len() != r.labels.len() {
                     return Err(format!(
                         "{}: {} labels, the matrix has {} points",
@@ -508,7 +513,8 @@ pub fn run(cmd: AppCommand) -> Res {
             };
             let p = pool(a.threads)?;
             let img = render(&p, &spec, schedule);
-            std::fs::write(&a.out, img.png()?).map_err(|e| format!("{}: {e}", a.out.display()))?;
+            std::fs::write(&a.out, draw::encode_png(img.width, img.height, &img.rgb)?)
+                .map_err(|e| format!("{}: {e}", a.out.display()))?;
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
             eprintln!("rendered {}x{} in {:.3} s ({:?}, {} threads, busy per worker [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
             record(
@@ -521,7 +527,7 @@ pub fn run(cmd: AppCommand) -> Res {
         }
         AppCommand::Model(a) => {
             let factors = model::parse_factors(&a.factors)?;
-            let runs = model::read_runs(&a.runs)?;
+            let runs = crate::runs::read(&a.runs)?;
             let pts = model::analyse(&runs.runs);
             // Reference runs have f = 0 by definition; the no-intercept fits use the others.
             let fit_pts: Vec<model::Point> = pts
@@ -545,7 +551,7 @@ pub fn run(cmd: AppCommand) -> Res {
                     .iter()
                     .filter(|f| f.factors.len() == 1 && f.r2.is_finite())
                     .max_by(|x, y| x.r2.total_cmp(&y.r2));
-                write_text(pp, &model::svg(&pts, best))?;
+                write_text(pp, &draw::overhead_svg(&pts, best))?;
             }
             Ok(())
         }

@@ -1,11 +1,11 @@
 //! `tiers bench ranks`: barrier, allreduce of one f64 and fetch_add latency across ranks.
 
 use super::{imp, sync_measure, BenchResult};
-use crate::{Op, SegId, Timeout, World};
 use serde_json::json;
 use tiers_bench::{progress, Opts, Report};
+use tiers_cluster::{Op, SegId, Timeout, World};
 
-pub(super) fn run(w: &World, opts: &Opts) -> BenchResult {
+pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
     let _seg = w.segment(SegId(0), 64)?;
     let mut report = Report::new("ranks", "ns", true);
     let mut rows = Vec::new();

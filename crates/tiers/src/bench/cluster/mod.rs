@@ -2,65 +2,33 @@
 //! `tiers run -n N -- tiers bench NAME` (rank 0 prints, the other ranks take part silently);
 //! `kneighbor` starts the processes it needs itself.
 
-mod kneighbor;
-mod ranks;
+pub(super) mod kneighbor;
+pub(super) mod ranks;
 
-use crate::{SegId, Timeout, World};
+use super::{Ctx, Outcome};
 use serde_json::json;
 use std::error::Error;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use tiers_bench::{compare, progress, Candidate, Opts, Report};
-
-/// The cluster-tier benchmarks: name, what it measures.
-pub const BENCHES: &[(&str, &str)] = &[
-    (
-        "put",
-        "GB/s of one-sided writes by size, tiers-shm vs memcpy (under tiers run -n 2)",
-    ),
-    (
-        "latency",
-        "ns of 8-byte write, read (local completion) and write_notify (half round trip)",
-    ),
-    (
-        "ranks",
-        "ns per barrier, allreduce of one f64, fetch_add across ranks (under tiers run -n N)",
-    ),
-    (
-        "kneighbor",
-        "us per kNeighbor step (k=3): tiers-smp vs tiers-smp-nobypass vs tiers-process",
-    ),
-];
+use tiers_cluster::{SegId, Timeout, World};
 
 type BenchResult<T = Report> = Result<T, Box<dyn Error>>;
 
-/// Runs cluster benchmark `name`; `None` if it is not one. Ranks other than 0 take part and
-/// then exit the process quietly (only rank 0 reports).
-pub fn run(name: &str, opts: &Opts, rest: &[String]) -> Option<BenchResult> {
-    let f: fn(&World, &Opts) -> BenchResult = match name {
-        "put" => put,
-        "latency" => latency,
-        "ranks" => ranks::run,
-        "kneighbor" => return Some(kneighbor::run(opts, rest)),
-        "kneighbor-rank" => return Some(kneighbor::rank_main(opts, rest)),
-        _ => return None,
-    };
-    Some((|| {
-        // One process per rank (shm), or all ranks as threads of this process (local).
-        let mut results = crate::spmd(|w| {
-            let r = f(w, opts).map_err(|e| e.to_string());
-            (w.rank(), r)
-        })?;
-        let (rank, r) = results.remove(0);
-        if rank != 0 {
-            if let Err(e) = r {
-                eprintln!("tiers bench {name}: rank {rank}: {e}");
-                std::process::exit(1);
-            }
-            std::process::exit(0);
+/// Runs `f` as every rank of the job this process belongs to (one process per rank under
+/// `tiers run`, or all ranks as threads of this process on the local engine); rank 0's report
+/// comes back, the other ranks take part and report nothing.
+pub(super) fn on_ranks(name: &str, ctx: &Ctx<'_>, f: fn(&World, &Opts) -> BenchResult) -> Outcome {
+    let results = tiers_cluster::spmd(|w| (w.rank(), f(w, &ctx.opts).map_err(|e| e.to_string())))?;
+    let mut report = None;
+    for (rank, r) in results {
+        match r {
+            Ok(rep) if rank == 0 => report = Some(rep),
+            Ok(_) => {}
+            Err(e) => return Err(format!("tiers bench {name}: rank {rank}: {e}").into()),
         }
-        Ok(r?)
-    })())
+    }
+    Ok(report)
 }
 
 fn imp(w: &World) -> String {
@@ -79,7 +47,7 @@ const SIZES: &[usize] = &[
     4 << 20,
 ];
 
-fn put(w: &World, opts: &Opts) -> BenchResult {
+pub(super) fn put(w: &World, opts: &Opts) -> BenchResult {
     let max = *SIZES.last().expect("sizes");
     let _seg = w.segment(SegId(0), max)?;
     let mut report = Report::new("put", "GB/s", false);
@@ -133,7 +101,7 @@ fn put(w: &World, opts: &Opts) -> BenchResult {
     Ok(report)
 }
 
-fn latency(w: &World, opts: &Opts) -> BenchResult {
+pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
     let seg = w.segment(SegId(0), 4096)?;
     let q = w.queue(0)?;
     let peer = (w.rank() + 1) % w.size();
@@ -213,9 +181,13 @@ fn latency(w: &World, opts: &Opts) -> BenchResult {
 
 /// Runs `f(iters)` on every rank with iteration counts all ranks agree on; returns the median
 /// of the slowest rank's seconds per iteration.
-pub(crate) fn sync_measure(w: &World, min_time: f64, mut f: impl FnMut(u64)) -> crate::Result<f64> {
+pub(super) fn sync_measure(
+    w: &World,
+    min_time: f64,
+    mut f: impl FnMut(u64),
+) -> tiers_cluster::Result<f64> {
     let target = (min_time / 10.0).max(1e-4);
-    let time = |n: u64, f: &mut dyn FnMut(u64)| -> crate::Result<f64> {
+    let time = |n: u64, f: &mut dyn FnMut(u64)| -> tiers_cluster::Result<f64> {
         w.barrier(Timeout::Block)?;
         let t = Instant::now();
         f(n);
@@ -223,7 +195,7 @@ pub(crate) fn sync_measure(w: &World, min_time: f64, mut f: impl FnMut(u64)) -> 
         w.allreduce(
             &[t.elapsed().as_secs_f64()],
             &mut m,
-            crate::Op::Max,
+            tiers_cluster::Op::Max,
             Timeout::Block,
         )?;
         Ok(m[0])

@@ -4,11 +4,12 @@
 //! with planted families and checks the clusters against them; with real data (e.g. the 2400
 //! fungal sequences) and SPIDAL's outputs it reports the agreement with those.
 
+use crate::draw;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-use tiers_apps::{alu, cluster, compare, distance, fasta, matrix, mds, plot};
+use tiers_apps::{alu, cluster, compare, distance, fasta, matrix, mds};
 
 /// Arguments of `tiers pipeline`.
 #[derive(Args, Debug)]
@@ -139,7 +140,7 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // 5. Plot.
-    plot::write(
+    draw::write(
         &a.out.join("mds.png"),
         &m.points,
         3,

@@ -6,12 +6,12 @@
 //! worker, messages between them over shm).
 
 use super::BenchResult;
-use crate::endpoint::{self, Ctx, Delivery, Endpoint, EpId};
-use crate::launch::Job;
-use crate::{Op, Result, Timeout, World};
 use serde_json::json;
 use std::time::Instant;
 use tiers_bench::{median, progress, Opts, Report};
+use tiers_cluster::endpoint::{self, Ctx, Delivery, Endpoint, EpId};
+use tiers_cluster::launch::Job;
+use tiers_cluster::{Op, Result, Timeout, World};
 use tiers_node::Pool;
 
 const K: usize = 3;
@@ -108,7 +108,7 @@ fn process_round(opts: &Opts) -> BenchResult<Vec<f64>> {
     let out = std::env::temp_dir().join(format!(
         "tiers-kneighbor-{}-{}.json",
         std::process::id(),
-        crate::engine::shm::new_job_id()
+        tiers_cluster::engine::shm::new_job_id()
     ));
     let exe = std::env::current_exe()?;
     let mut job = Job::new(2, exe).args([
@@ -128,9 +128,9 @@ fn process_round(opts: &Opts) -> BenchResult<Vec<f64>> {
     Ok(serde_json::from_str(&text?)?)
 }
 
-pub(super) fn run(opts: &Opts, _rest: &[String]) -> BenchResult {
+pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
     let mut report = Report::new("kneighbor", "us/step", true);
-    let w = crate::Builder::new().local(1)?.remove(0);
+    let w = tiers_cluster::Builder::new().local(1)?.remove(0);
     let pool = Pool::builder().threads(2).build()?;
     let imps = ["tiers-smp", "tiers-smp-nobypass", "tiers-process"];
     // samples[imp][size] over rounds
@@ -166,8 +166,8 @@ pub(super) fn run(opts: &Opts, _rest: &[String]) -> BenchResult {
 }
 
 /// One rank of the `tiers-process` variant (started by `run`).
-pub(super) fn rank_main(opts: &Opts, _rest: &[String]) -> BenchResult {
-    let w = crate::init()?;
+pub(in crate::bench) fn rank_main(opts: &Opts) -> BenchResult<()> {
+    let w = tiers_cluster::init()?;
     let pool = Pool::builder().threads(1).build()?;
     let mut per = Vec::new();
     for &size in SIZES {

@@ -1,0 +1,42 @@
+//! The commands of `tiers`, one module per family: `topo` (the machine), `run` (the
+//! launcher), `bench` (every benchmark), `apps` (data, distances, mds, cluster, render,
+//! model) and `pipeline` (the main job).
+//!
+//! Where a new command goes: a module here with its clap `Args` and a `run(args)`, and one
+//! variant in [`Command`].
+
+pub mod apps;
+pub mod bench;
+pub mod pipeline;
+pub mod run;
+pub mod topo;
+
+use clap::Subcommand;
+
+/// Every command of `tiers`.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Print the machine's topology: packages, NUMA nodes, cores, hardware threads, caches, SIMD, affinity.
+    Topo(topo::TopoArgs),
+    /// Run a benchmark: tiers beside its peers in one run. `tiers bench list` names them all.
+    Bench(bench::BenchArgs),
+    /// The main job: sequences → distances → clustering → MDS → plot, on one node's cores.
+    Pipeline(pipeline::PipelineArgs),
+    /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher).
+    Run(run::RunArgs),
+    #[command(flatten)]
+    App(apps::AppCommand),
+}
+
+impl Command {
+    /// Runs the command.
+    pub fn run(self) -> Result<(), Box<dyn std::error::Error>> {
+        match self {
+            Command::Topo(a) => topo::run(a),
+            Command::Bench(a) => bench::run(a),
+            Command::Pipeline(a) => pipeline::run(a),
+            Command::Run(a) => run::run(a),
+            Command::App(c) => apps::run(c),
+        }
+    }
+}
