@@ -192,15 +192,26 @@ pub enum Event {
     /// Σ_k M(1−M) per point for [`Method::Tiers`], the largest cluster freezing measure for
     /// [`Method::Spidal`]).
     Temperature {
+        /// The temperature.
         t: f64,
+        /// Clusters at this temperature.
         k: usize,
+        /// EM iterations it took to converge.
         em: usize,
+        /// How undecided the memberships still are (see above).
         uncertainty: f64,
     },
     /// Cluster `cluster` split at temperature `t` (eigenvalue `lambda`: λ_k for
     /// [`Method::Tiers`], the least eigenvalue of the second-derivative matrix for
     /// [`Method::Spidal`]).
-    Split { t: f64, cluster: usize, lambda: f64 },
+    Split {
+        /// The temperature.
+        t: f64,
+        /// The cluster that split.
+        cluster: usize,
+        /// The eigenvalue that triggered the split.
+        lambda: f64,
+    },
 }
 
 /// S = δ·M (N×K): S_i(k) = Σ_j δ_ij M_j(k), by row blocks.

@@ -5,6 +5,8 @@
 //! Every O(N²) kernel works on contiguous row blocks of row-major matrices, so a row block is
 //! the unit of work for a thread today and can become the unit owned by a rank later.
 
+#![deny(missing_docs)]
+
 pub mod alu;
 pub mod cluster;
 pub mod compare;

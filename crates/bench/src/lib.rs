@@ -12,6 +12,8 @@
 //!
 //! A row carries the parameters that tell it apart (`threads`, `ranks`, `bytes`, `op`, `size`).
 
+#![deny(missing_docs)]
+
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};

@@ -27,7 +27,7 @@
 //! assert_eq!(total, 499_500);
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub(crate) mod sync;
 

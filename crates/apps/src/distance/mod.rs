@@ -68,12 +68,17 @@ impl Metric {
     }
 }
 
-/// The full symmetric distance matrix of `seqs`, zero diagonal.
 /// Rows per block claimed by a worker.
 const ROWS: usize = 8;
 /// Columns per tile within a block of rows (k = 5 profiles: 2 KiB each, 64 KiB a tile).
 const COLS: usize = 32;
 
+/// The full symmetric distance matrix of `seqs`, zero diagonal.
+///
+/// # Errors
+///
+/// [`Error::Invalid`](crate::Error::Invalid) when the metric is `hamming` and the sequences
+/// differ in length.
 pub fn pairwise(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<DistMatrix> {
     pairwise_with_progress(pool, seqs, metric, |_, _| {})
 }
