@@ -31,6 +31,37 @@ pub struct AluSpec {
     pub seed: u64,
 }
 
+impl AluSpec {
+    /// Checks the spec: at least one sequence, family and subfamily, rates between 0 and 1,
+    /// and sequences that fit in memory.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::Error::Invalid(m));
+        if self.n == 0 || self.families == 0 || self.subfamilies == 0 || self.length == 0 {
+            return bad(format!(
+                "sequences, families, subfamilies and length must be at least 1 (n {}, families {}, subfamilies {}, length {})",
+                self.n, self.families, self.subfamilies, self.length
+            ));
+        }
+        for (name, v) in [
+            ("family divergence", self.family_divergence),
+            ("subfamily divergence", self.subfamily_divergence),
+            ("mutation rate", self.mutation),
+            ("indel rate", self.indel),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(format!("the {name} must be between 0 and 1, not {v}"));
+            }
+        }
+        // Each sequence, its FASTA text and its record: a few times the length, with indels.
+        crate::limits::check_alloc(
+            "the sequences",
+            crate::limits::mul("sequences x length", self.n, self.length)?,
+            8,
+        )?;
+        Ok(())
+    }
+}
+
 impl Default for AluSpec {
     fn default() -> Self {
         AluSpec {

@@ -124,6 +124,66 @@ pub struct ClusterOptions {
     pub splits_per_temperature: usize,
 }
 
+impl ClusterOptions {
+    /// Checks the options for a matrix of `n` points: [`check`](Self::check), no more
+    /// clusters than points, and memberships that fit in memory.
+    pub fn validate(&self, n: usize) -> crate::Result<()> {
+        self.check()?;
+        if self.max_clusters > n {
+            return Err(crate::Error::Invalid(format!(
+                "max clusters must be at most the number of points ({n}), not {}",
+                self.max_clusters
+            )));
+        }
+        crate::limits::check_alloc(
+            "the memberships",
+            crate::limits::mul("points x clusters", n, self.max_clusters.saturating_mul(4))?,
+            8,
+        )?;
+        Ok(())
+    }
+
+    /// Checks the options on their own: at least one cluster, cooling factors strictly
+    /// between 0 and 1 (1 or more never cools, so the annealing would not end), positive finite
+    /// limits.
+    pub fn check(&self) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::Error::Invalid(m));
+        if self.max_clusters == 0 {
+            return bad("max clusters must be at least 1".into());
+        }
+        for (name, v) in [
+            ("cooling", self.cooling),
+            ("fine cooling", self.fine_cooling),
+            ("converging cooling", self.converging_cooling),
+        ] {
+            if !(v > 0.0 && v < 1.0) {
+                return bad(format!(
+                    "the {name} factor must be strictly between 0 and 1, not {v}"
+                ));
+            }
+        }
+        for (name, v) in [
+            ("freezing limit", self.freezing),
+            ("epsilon change", self.epsi_change),
+            ("eigenvalue change", self.eig_change),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return bad(format!("the {name} must be a positive number, not {v}"));
+            }
+        }
+        if !(self.min_cluster_size >= 0.0 && self.min_cluster_size.is_finite()) {
+            return bad(format!(
+                "the minimum cluster size must be a number of points, not {}",
+                self.min_cluster_size
+            ));
+        }
+        if self.em_limit == 0 || self.power_limit == 0 {
+            return bad("the EM and power-method iteration limits must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for ClusterOptions {
     fn default() -> Self {
         ClusterOptions {

@@ -2,11 +2,16 @@
 //!
 //! In memory a matrix is N×N `f32`, row-major: half the memory of `f64` (a 35339² matrix is
 //! 5 GB instead of 10) and more than the precision of SPIDAL's int16 files. On disk:
-//! - SPIDAL binary (`.bin` and anything unrecognised): N² int16 values `round(d · 32767)`,
+//! - SPIDAL binary (`.bin`): N² int16 values `round(d · 32767)`,
 //!   little-endian by default or big-endian (SPIDAL's `IsBigEndian`); distances are clamped to
 //!   [0, 1] on writing, as the format cannot hold more. N comes from the file size.
 //! - NumPy `.npy`: written as 2-D `<f4`; read as `<f4`, `<f8`, `<i2` (scaled like SPIDAL's).
 //! - CSV (`.csv`, `.txt`): N lines of N comma-separated numbers.
+//!
+//! Any other extension is an error: a typo must not turn a FASTA file into a matrix. Every
+//! matrix read is [validated](DistMatrix::validate): a distance matrix has finite,
+//! non-negative entries, a zero diagonal and is symmetric; the first entry that is not is
+//! named.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -21,10 +26,87 @@ pub struct DistMatrix {
 }
 
 impl DistMatrix {
-    /// Wraps row-major data; panics unless it is N×N.
+    /// Wraps row-major data; panics unless it is N×N (a programming error, not an input
+    /// error: files go through [`read`], which checks).
     pub fn new(n: usize, data: Vec<f32>) -> DistMatrix {
         assert_eq!(data.len(), n * n, "matrix data is not {n}x{n}");
         DistMatrix { n, data }
+    }
+
+    /// Checks that this is a distance matrix: at least 1×1, every entry finite and
+    /// non-negative, a zero diagonal and symmetric (to a relative 1e-6, the precision of
+    /// `f32` text). `file` names the input in the error, which gives the first offending entry.
+    pub fn validate(&self, file: &str) -> crate::Result<()> {
+        let n = self.n;
+        if n == 0 {
+            return Err(crate::Error::format(file, 0, "empty matrix (0x0)"));
+        }
+        let bad = |i: usize, j: usize, what: &str| {
+            crate::Error::format(
+                file,
+                0,
+                format!("entry ({i}, {j}) = {} {what}", self.data[i * n + j]),
+            )
+        };
+        for i in 0..n {
+            let row = self.row(i);
+            for (j, &v) in row.iter().enumerate() {
+                if !v.is_finite() {
+                    return Err(bad(i, j, "is not a finite number"));
+                }
+                if v < 0.0 {
+                    return Err(bad(i, j, "is negative: distances are at least 0"));
+                }
+            }
+            if row[i] != 0.0 {
+                return Err(bad(
+                    i,
+                    i,
+                    "is on the diagonal: a point's distance to itself is 0",
+                ));
+            }
+        }
+        if let Some((i, j)) = self.asymmetry() {
+            return Err(crate::Error::format(
+                file,
+                0,
+                format!(
+                    "not symmetric: entry ({i}, {j}) = {} but ({j}, {i}) = {} (--symmetrize averages the two)",
+                    self.get(i, j),
+                    self.get(j, i)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first pair (i < j) whose two entries differ by more than a relative 1e-6.
+    pub fn asymmetry(&self) -> Option<(usize, usize)> {
+        let n = self.n;
+        (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .find(|&(i, j)| {
+                let (a, b) = (self.get(i, j), self.get(j, i));
+                (a - b).abs() > 1e-6 * a.abs().max(b.abs()).max(1.0)
+            })
+    }
+
+    /// Replaces d(i, j) and d(j, i) by their mean; returns how many pairs differed.
+    pub fn symmetrize(&mut self) -> usize {
+        let n = self.n;
+        let mut changed = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                let (a, b) = (self.data[i * n + j], self.data[j * n + i]);
+                if a != b {
+                    let m = 0.5 * (a + b);
+                    self.data[i * n + j] = m;
+                    self.data[j * n + i] = m;
+                    changed += 1;
+                }
+            }
+        }
+        changed
     }
 
     /// Distance between i and j.
@@ -69,17 +151,23 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format implied by a path's extension (SPIDAL binary unless `.npy`, `.csv`, `.txt`).
-    pub fn from_path(path: &Path, big_endian: bool) -> Format {
+    /// The format named by a path's extension: `.bin` (SPIDAL int16, `big_endian` chooses the
+    /// byte order), `.npy`, `.csv` or `.txt`; anything else is an error.
+    pub fn from_path(path: &Path, big_endian: bool) -> crate::Result<Format> {
         match path
             .extension()
             .and_then(|e| e.to_str())
             .map(|e| e.to_ascii_lowercase())
+            .as_deref()
         {
-            Some(e) if e == "npy" => Format::Npy,
-            Some(e) if e == "csv" || e == "txt" => Format::Csv,
-            _ if big_endian => Format::SpidalBe,
-            _ => Format::SpidalLe,
+            Some("bin") if big_endian => Ok(Format::SpidalBe),
+            Some("bin") => Ok(Format::SpidalLe),
+            Some("npy") => Ok(Format::Npy),
+            Some("csv" | "txt") => Ok(Format::Csv),
+            _ => Err(crate::Error::Invalid(format!(
+                "{}: unknown matrix format: name it .bin (SPIDAL int16), .npy or .csv",
+                path.display()
+            ))),
         }
     }
 }
@@ -112,7 +200,10 @@ pub fn from_spidal(
     path: &Path,
 ) -> Res<DistMatrix> {
     if let Some(n) = expect_n {
-        let want = n * n * 2;
+        let want = n
+            .checked_mul(n)
+            .and_then(|c| c.checked_mul(2))
+            .ok_or_else(|| ferr(path, format!("a {n}x{n} matrix is too large")))?;
         if bytes.len() < want {
             return Err(ferr(
                 path,
@@ -149,17 +240,27 @@ pub fn from_spidal(
     if n == 0 {
         return Err(ferr(path, "empty matrix file"));
     }
-    let data = bytes
-        .chunks_exact(2)
-        .map(|c| {
-            let v = if big_endian {
-                i16::from_be_bytes([c[0], c[1]])
-            } else {
-                i16::from_le_bytes([c[0], c[1]])
-            };
-            f32::from(v) / 32767.0
-        })
-        .collect();
+    let mut data = Vec::with_capacity(count);
+    for (k, c) in bytes.chunks_exact(2).enumerate() {
+        let v = if big_endian {
+            i16::from_be_bytes([c[0], c[1]])
+        } else {
+            i16::from_le_bytes([c[0], c[1]])
+        };
+        if v < 0 {
+            return Err(ferr(
+                path,
+                format!(
+                    "entry ({}, {}) is the negative int16 {v}: not a SPIDAL distance file of this byte order ({}; try {})",
+                    k / n,
+                    k % n,
+                    if big_endian { "big-endian" } else { "little-endian" },
+                    if big_endian { "without --big-endian" } else { "--big-endian" }
+                ),
+            ));
+        }
+        data.push(f32::from(v) / 32767.0);
+    }
     Ok(DistMatrix { n, data })
 }
 
@@ -197,7 +298,7 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
         ),
         v => return Err(ferr(path, format!("unsupported .npy version {v}"))),
     };
-    if bytes.len() < start + hlen {
+    if bytes.len() - start < hlen {
         return Err(ferr(path, "truncated .npy header"));
     }
     let header = std::str::from_utf8(&bytes[start..start + hlen])
@@ -243,7 +344,10 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
     }
     let n = shape[0];
     let body = &bytes[start + hlen..];
-    let want = n * n * width;
+    let want = n
+        .checked_mul(n)
+        .and_then(|c| c.checked_mul(width))
+        .ok_or_else(|| ferr(path, format!("shape ({n}, {n}) is too large")))?;
     if body.len() < want {
         return Err(ferr(
             path,
@@ -269,7 +373,7 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
             .collect(),
         8 => body
             .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
+            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32)
             .collect(),
         _ => body
             .chunks_exact(2)
@@ -340,21 +444,47 @@ pub fn from_csv(text: &str, path: &Path) -> Res<DistMatrix> {
     Ok(DistMatrix { n, data })
 }
 
-/// Writes a matrix in the format implied by the path.
-pub fn write(path: &Path, m: &DistMatrix, big_endian: bool) -> Res<()> {
-    let bytes = match Format::from_path(path, big_endian) {
+/// The bytes of a matrix in the format named by the path's extension.
+pub fn encode(path: &Path, m: &DistMatrix, big_endian: bool) -> Res<Vec<u8>> {
+    Ok(match Format::from_path(path, big_endian)? {
         Format::SpidalLe => to_spidal(m, false),
         Format::SpidalBe => to_spidal(m, true),
         Format::Npy => to_npy(m),
         Format::Csv => to_csv(m).into_bytes(),
-    };
-    std::fs::write(path, bytes).map_err(|e| crate::Error::io(path, "writing", e))
+    })
 }
 
-/// Reads a matrix in the format implied by the path; `expect_n` checks the size of SPIDAL files.
+/// Writes a matrix in the format named by the path's extension, atomically (see
+/// [`files::write_atomic`](crate::files::write_atomic)).
+pub fn write(path: &Path, m: &DistMatrix, big_endian: bool) -> Res<()> {
+    crate::files::write_atomic(path, &encode(path, m, big_endian)?)
+}
+
+/// Reads a matrix in the format named by the path's extension and [validates](DistMatrix::validate)
+/// it; `expect_n` checks the size when the caller knows N.
 pub fn read(path: &Path, big_endian: bool, expect_n: Option<usize>) -> Res<DistMatrix> {
+    let m = read_unchecked(path, big_endian, expect_n)?;
+    m.validate(&path.display().to_string())?;
+    Ok(m)
+}
+
+/// [`read`], averaging d(i, j) and d(j, i) where they differ before validating; also returns
+/// how many pairs were averaged.
+pub fn read_symmetrized(
+    path: &Path,
+    big_endian: bool,
+    expect_n: Option<usize>,
+) -> Res<(DistMatrix, usize)> {
+    let mut m = read_unchecked(path, big_endian, expect_n)?;
+    let changed = m.symmetrize();
+    m.validate(&path.display().to_string())?;
+    Ok((m, changed))
+}
+
+fn read_unchecked(path: &Path, big_endian: bool, expect_n: Option<usize>) -> Res<DistMatrix> {
+    let format = Format::from_path(path, big_endian)?;
     let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, "reading", e))?;
-    let m = match Format::from_path(path, big_endian) {
+    let m = match format {
         Format::SpidalLe => from_spidal(&bytes, false, expect_n, path)?,
         Format::SpidalBe => from_spidal(&bytes, true, expect_n, path)?,
         Format::Npy => from_npy(&bytes, path)?,
@@ -415,9 +545,72 @@ mod tests {
         // Endianness matters: reading big-endian bytes as little-endian gives other values.
         let p = dir.join("be.bin");
         write(&p, &m, true).unwrap();
-        let wrong = read(&p, false, None).unwrap();
-        assert_ne!(wrong.data, read(&p, true, None).unwrap().data);
+        match read(&p, false, None) {
+            Err(e) => assert!(e.to_string().contains("--big-endian"), "{e}"),
+            Ok(wrong) => assert_ne!(wrong.data, read(&p, true, None).unwrap().data),
+        }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_distance_matrices_pass() {
+        let ok = sample();
+        assert!(ok.validate("m").is_ok());
+        let at = |i: usize, j: usize, v: f32| {
+            let mut m = ok.clone();
+            m.data[i * m.n + j] = v;
+            m.validate("m.csv").unwrap_err().to_string()
+        };
+        let e = at(1, 2, f32::NAN);
+        assert!(e.contains("(1, 2)") && e.contains("finite"), "{e}");
+        assert!(at(3, 0, f32::INFINITY).contains("(3, 0)"));
+        let e = at(0, 4, -0.5);
+        assert!(e.contains("(0, 4)") && e.contains("negative"), "{e}");
+        let e = at(2, 2, 0.1);
+        assert!(e.contains("(2, 2)") && e.contains("diagonal"), "{e}");
+        let e = at(1, 3, 0.99);
+        assert!(e.contains("not symmetric") && e.contains("(1, 3)"), "{e}");
+        let e = DistMatrix::new(0, vec![])
+            .validate("z")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("empty"), "{e}");
+        let mut m = ok.clone();
+        m.data[3] = 0.9;
+        assert_eq!(m.symmetrize(), 1);
+        assert!(m.validate("m").is_ok());
+        assert_eq!(m.get(0, 3), m.get(3, 0));
+    }
+
+    #[test]
+    fn formats_are_named_not_guessed() {
+        for name in ["seq.fa", "d", "d.fasta", "d.png"] {
+            let e = Format::from_path(Path::new(name), false).unwrap_err();
+            assert!(e.to_string().contains("unknown matrix format"), "{e}");
+        }
+        assert_eq!(
+            Format::from_path(Path::new("a.BIN"), true).unwrap(),
+            Format::SpidalBe
+        );
+        assert_eq!(
+            Format::from_path(Path::new("a.txt"), false).unwrap(),
+            Format::Csv
+        );
+    }
+
+    #[test]
+    fn sizes_that_overflow_are_errors() {
+        let header =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }";
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        let e = from_npy(&b, Path::new("big.npy")).unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
+        let e = from_spidal(&[0; 8], false, Some(usize::MAX / 2), Path::new("x.bin"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too large"), "{e}");
     }
 
     #[test]

@@ -37,6 +37,35 @@ pub struct MdsOptions {
     pub seed: u64,
 }
 
+impl MdsOptions {
+    /// Checks the options for a matrix of `n` points: at least one dimension and block (an
+    /// iteration limit of 0 evaluates the start only), a finite non-negative threshold, and
+    /// points that fit in memory.
+    pub fn validate(&self, n: usize) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::Error::Invalid(m));
+        if self.dims == 0 || self.block == 0 {
+            return bad(format!(
+                "dims and block must be at least 1 (dims {}, block {})",
+                self.dims, self.block
+            ));
+        }
+        if !(self.threshold >= 0.0 && self.threshold.is_finite()) {
+            return bad(format!(
+                "the threshold must be a non-negative number, not {}",
+                self.threshold
+            ));
+        }
+        // The configuration, its update and the reduction buffers: a few copies of N x dims.
+        let points = crate::limits::mul("points x dims", n, self.dims)?;
+        crate::limits::check_alloc(
+            "the MDS points",
+            crate::limits::mul("points", points, 4)?,
+            8,
+        )?;
+        Ok(())
+    }
+}
+
 impl Default for MdsOptions {
     fn default() -> Self {
         MdsOptions {

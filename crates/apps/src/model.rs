@@ -29,6 +29,32 @@ pub struct Run {
     pub seconds: f64,
 }
 
+impl Run {
+    /// Checks that the run can be modelled: at least one thread and node, a size, and a time
+    /// that is a positive number of seconds.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: String| {
+            Err(crate::Error::Invalid(format!(
+                "run of {:?} with {} threads: {what}",
+                self.app, self.threads
+            )))
+        };
+        if self.threads == 0 || self.nodes == 0 {
+            return bad(format!(
+                "threads and nodes must be at least 1 (threads {}, nodes {})",
+                self.threads, self.nodes
+            ));
+        }
+        if !(self.seconds.is_finite() && self.seconds > 0.0) {
+            return bad(format!(
+                "seconds must be a positive number, not {}",
+                self.seconds
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn one() -> usize {
     1
 }

@@ -52,6 +52,33 @@ pub struct RenderSpec {
     pub y: (f64, f64),
 }
 
+impl RenderSpec {
+    /// Checks the spec: at least one pixel each way, a tile and an iteration, finite view, and
+    /// an image that fits in memory.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::Error::Invalid(m));
+        if self.width == 0 || self.height == 0 || self.tile == 0 || self.max_iter == 0 {
+            return bad(format!(
+                "width, height, tile and iterations must be at least 1 (width {}, height {}, tile {}, iterations {})",
+                self.width, self.height, self.tile, self.max_iter
+            ));
+        }
+        if ![self.x.0, self.x.1, self.y.0, self.y.1]
+            .iter()
+            .all(|v| v.is_finite())
+        {
+            return bad("the view must be finite".into());
+        }
+        // The pixels, and the PNG encoding of them.
+        crate::limits::check_alloc(
+            "the image",
+            crate::limits::mul("width x height", self.width, self.height)?,
+            6,
+        )?;
+        Ok(())
+    }
+}
+
 impl Default for RenderSpec {
     fn default() -> Self {
         RenderSpec {

@@ -22,6 +22,12 @@ impl fmt::Display for CpuListError {
 
 impl std::error::Error for CpuListError {}
 
+/// The highest processor number a list may name (Linux's `NR_CPUS` is at most 8192; this
+/// leaves room while keeping every sum in the parser far from overflow).
+pub const MAX_CPU: usize = 1 << 20;
+/// The most entries a list may expand to (repeats included).
+pub const MAX_LIST: usize = 1 << 22;
+
 /// Parses a processor map in the `+pemap` grammar (which includes the kernel's list form).
 pub fn parse(input: &str) -> Result<Vec<usize>, CpuListError> {
     let err = |reason: String| CpuListError {
@@ -69,13 +75,21 @@ pub fn parse(input: &str) -> Result<Vec<usize>, CpuListError> {
         if run > stride {
             return Err(err(format!("run {run} is longer than stride {stride}")));
         }
-        if hi - lo > 1 << 20 {
-            return Err(err(format!("range {lo}-{hi} is implausibly large")));
+        if hi > MAX_CPU {
+            return Err(err(format!(
+                "processor {hi} is beyond any machine (at most {MAX_CPU})"
+            )));
         }
+        // lo <= hi <= MAX_CPU and stride, run <= the input's numbers: no sum below overflows
+        // once stride is bounded too.
+        let stride = stride.min(MAX_CPU + 1);
         let mut base = lo;
         while base <= hi {
-            for c in base..(base + run).min(hi + 1) {
+            for c in base..(base + run.min(stride)).min(hi + 1) {
                 out.push(c);
+            }
+            if out.len() > MAX_LIST {
+                return Err(err(format!("more than {MAX_LIST} processors")));
             }
             base += stride;
         }

@@ -97,7 +97,7 @@ pub fn write(
     } else {
         png(points, d, labels)?
     };
-    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()).into())
+    Ok(tiers_apps::files::write_atomic(path, &bytes)?)
 }
 
 /// An SVG of measured overhead against p, with each series' points and the best fit's

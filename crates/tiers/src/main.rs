@@ -12,6 +12,9 @@ mod cmd;
 mod draw;
 mod runs;
 
+#[cfg(test)]
+mod parsers_test;
+
 #[derive(Parser)]
 #[command(
     name = "tiers",

@@ -389,3 +389,131 @@ fn bad_inputs_name_the_file_and_the_problem() {
     let e = fail(&["cluster", &d, "--threads", "0", "--out", &dir.path("c.txt")]);
     assert!(e.contains("--threads"), "{e}");
 }
+
+#[test]
+fn outputs_never_destroy_inputs_or_old_results() {
+    let dir = Dir::new("outputs");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "30", "--out", &fa]);
+    let fasta = std::fs::read(&fa).unwrap();
+    // The output is the input, or has a format the command does not write: refused, input kept.
+    let e = fail(&["distances", &fa, "--metric", "kmer", "--out", &fa]);
+    assert!(e.contains("unknown output format"), "{e}");
+    let alias = dir.path("s.FA");
+    std::fs::rename(&fa, &alias).unwrap();
+    std::fs::rename(&alias, &fa).unwrap();
+    let d = dir.path("d.bin");
+    ok(&["distances", &fa, "--metric", "kmer", "--out", &d, "--quiet"]);
+    let e = fail(&["mds", &d, "--out", &d]);
+    assert!(
+        e.contains("unknown output format") || e.contains("is an input"),
+        "{e}"
+    );
+    let pts = dir.path("p.csv");
+    let e = fail(&["mds", &d, "--out", &pts, "--plot", &pts]);
+    assert!(
+        e.contains("unknown output format") || e.contains("both name"),
+        "{e}"
+    );
+    let labels = dir.path("l.txt");
+    let e = fail(&["cluster", &d, "--out", &labels, "--reference", &labels]);
+    assert!(e.contains("is an input"), "{e}");
+    assert_eq!(std::fs::read(&fa).unwrap(), fasta);
+    // A run that fails after the outputs were checked leaves the previous output whole.
+    ok(&[
+        "cluster",
+        &d,
+        "--out",
+        &labels,
+        "--max-clusters",
+        "2",
+        "--quiet",
+    ]);
+    let before = std::fs::read(&labels).unwrap();
+    let bad = dir.path("bad.txt");
+    std::fs::write(&bad, "0\t0\n").unwrap();
+    let e = fail(&[
+        "cluster",
+        &d,
+        "--out",
+        &labels,
+        "--reference",
+        &bad,
+        "--quiet",
+    ]);
+    assert!(e.contains("labels"), "{e}");
+    assert_eq!(std::fs::read(&labels).unwrap(), before);
+    // Nothing written where the directory is missing, and the work does not start.
+    let e = fail(&["render", "--out", &dir.path("no/such/img.png")]);
+    assert!(e.contains("cannot write"), "{e}");
+}
+
+#[test]
+fn matrices_that_are_not_distances_are_refused() {
+    let dir = Dir::new("invalid");
+    for (name, text, want) in [
+        ("nan.csv", "0,NaN\nNaN,0\n", "(0, 1)"),
+        ("neg.csv", "0,-1\n-1,0\n", "negative"),
+        ("diag.csv", "0.5,1\n1,0\n", "diagonal"),
+        ("asym.csv", "0,1\n2,0\n", "not symmetric"),
+        ("empty.csv", "", "empty"),
+    ] {
+        let p = dir.path(name);
+        std::fs::write(&p, text).unwrap();
+        for cmd in ["mds", "cluster"] {
+            let e = fail(&[cmd, &p, "--out", &dir.path("o.txt")]);
+            assert!(e.contains(name) && e.contains(want), "{cmd} {name}: {e}");
+        }
+    }
+    let (_, err) = ok(&[
+        "cluster",
+        &dir.path("asym.csv"),
+        "--symmetrize",
+        "--out",
+        &dir.path("o.txt"),
+        "--quiet",
+    ]);
+    assert!(err.contains("symmetrized 1 pairs"), "{err}");
+    // A SPIDAL file read in the wrong byte order says so.
+    let be = dir.path("be.bin");
+    std::fs::write(&be, [0u8, 0, 0x01, 0x80, 0x01, 0x80, 0, 0]).unwrap();
+    let e = fail(&["cluster", &be, "--out", &dir.path("o.txt")]);
+    assert!(e.contains("--big-endian"), "{e}");
+    // Parameters out of range are errors, not endless loops or aborts.
+    let two = dir.path("two.csv");
+    std::fs::write(&two, "0,1\n1,0\n").unwrap();
+    for (args, want) in [
+        (vec!["cluster", &two, "--cooling", "1"], "cooling"),
+        (vec!["cluster", &two, "--cooling", "NaN"], "cooling"),
+        (vec!["cluster", &two, "--fine-cooling", "2"], "cooling"),
+        (vec!["cluster", &two, "--power", "0"], "--power"),
+        (vec!["mds", &two, "--dims", "100000000000"], "memory"),
+        (vec!["mds", &two, "--threshold=-1"], "threshold"),
+    ] {
+        let mut a = args.clone();
+        let o = dir.path("o.txt");
+        a.extend(["--out", &o]);
+        let e = fail(&a);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+    let png = dir.path("i.png");
+    for (args, want) in [
+        (vec!["render", "--width", "0"], "width"),
+        (
+            vec!["render", "--width", "100000000", "--height", "100000000"],
+            "memory",
+        ),
+        (vec!["data", "alu", "--families", "0"], "families"),
+        (vec!["data", "alu", "--mutation", "2"], "mutation"),
+    ] {
+        let mut a = args.clone();
+        let out = if args[0] == "render" {
+            png.clone()
+        } else {
+            dir.path("x.fa")
+        };
+        a.extend(["--out", &out]);
+        let e = fail(&a);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}

@@ -444,10 +444,17 @@ pub(super) fn run(
                 }
             }
             // Drop clusters that are too small, restarting from the best solution.
-            let drop: Vec<bool> =
+            let mut drop: Vec<bool> =
                 s.c.iter()
                     .map(|&c| c < opts.min_cluster_size - 0.5)
                     .collect();
+            // On a data set smaller than the minimum, every cluster is "too small": keep the
+            // largest rather than none.
+            if drop.iter().all(|&d| d) {
+                if let Some(big) = (0..s.k).max_by(|&a, &b| s.c[a].total_cmp(&s.c[b])) {
+                    drop[big] = false;
+                }
+            }
             let restart = match &best {
                 Some(b) if drop.iter().any(|&d| d) && b.k == s.k && s.k > 1 => {
                     let mut r = b.clone();

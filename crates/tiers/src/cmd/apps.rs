@@ -1,5 +1,6 @@
 //! The application commands: `tiers data`, `distances`, `mds`, `cluster`, `render`, `model`.
 
+use super::outputs::{self, Output};
 use crate::draw;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -133,6 +134,9 @@ pub struct MdsArgs {
     /// The matrix is SPIDAL big-endian.
     #[arg(long)]
     big_endian: bool,
+    /// Accept an asymmetric matrix, averaging d(i, j) and d(j, i) (the count is reported).
+    #[arg(long)]
+    symmetrize: bool,
     /// Reference points (`index x y z …`, e.g. SPIDAL's) to compare with after a Procrustes fit.
     #[arg(long)]
     reference: Option<PathBuf>,
@@ -190,6 +194,9 @@ pub struct ClusterArgs {
     /// The matrix is SPIDAL big-endian.
     #[arg(long)]
     big_endian: bool,
+    /// Accept an asymmetric matrix, averaging d(i, j) and d(j, i) (the count is reported).
+    #[arg(long)]
+    symmetrize: bool,
     /// Reference clustering (`index<TAB>cluster`) to score by adjusted Rand index.
     #[arg(long)]
     reference: Option<PathBuf>,
@@ -257,7 +264,66 @@ fn pool(threads: usize) -> Result<Pool, Box<dyn std::error::Error>> {
 }
 
 fn write_text(path: &Path, text: &str) -> Res {
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()).into())
+    Ok(tiers_apps::files::write_atomic(path, text.as_bytes())?)
+}
+
+/// Reads and validates a distance matrix, averaging asymmetric pairs when asked.
+fn read_matrix(
+    path: &Path,
+    big_endian: bool,
+    symmetrize: bool,
+) -> Result<tiers_apps::matrix::DistMatrix, Box<dyn std::error::Error>> {
+    if !symmetrize {
+        return Ok(matrix::read(path, big_endian, None)?);
+    }
+    let (d, changed) = matrix::read_symmetrized(path, big_endian, None)?;
+    if changed > 0 {
+        eprintln!(
+            "{}: symmetrized {changed} pairs whose two entries differed",
+            path.display()
+        );
+    }
+    Ok(d)
+}
+
+/// Reads a cluster file of exactly `n` points.
+fn read_labels(path: &Path, n: usize) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
+    let l = tiers_apps::cluster::parse_labels(&read_text(path)?, &path.display().to_string())?;
+    if l.len() != n {
+        return Err(format!(
+            "{}: {} labels, the matrix has {n} points",
+            path.display(),
+            l.len()
+        )
+        .into());
+    }
+    Ok(l)
+}
+
+fn read_text(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
+    std::fs::read_to_string(path).map_err(|e| tiers_apps::Error::io(path, "reading", e).into())
+}
+
+const MATRIX: &[&str] = &["bin", "npy", "csv", "txt"];
+const POINTS: &[&str] = &["csv", "txt", "tsv"];
+const LABELS: &[&str] = &["txt", "tsv"];
+const PLOT: &[&str] = &["svg", "png"];
+
+fn out<'a>(
+    path: &'a Path,
+    option: &'static str,
+    extensions: &'static [&'static str],
+) -> Output<'a> {
+    Output {
+        path,
+        option,
+        extensions,
+    }
+}
+
+/// The `--runs` file as an output (it is rewritten), when given.
+fn runs_out(runs: &Option<PathBuf>) -> Option<Output<'_>> {
+    runs.as_deref().map(|p| out(p, "--runs", &["json"]))
 }
 
 fn record(runs: &Option<PathBuf>, app: &str, threads: usize, size: usize, seconds: f64) -> Res {
@@ -290,6 +356,15 @@ pub fn run(cmd: AppCommand) -> Res {
                 seed: a.seed,
                 ..Default::default()
             };
+            spec.validate()?;
+            let lp = labels_path(&a.out);
+            outputs::check(
+                &[],
+                &[
+                    out(&a.out, "--out", &["fasta", "fa", "fna"]),
+                    out(&lp, "labels", &["txt"]),
+                ],
+            )?;
             let seqs = generate(&spec);
             let recs: Vec<fasta::Record> = seqs.iter().map(|s| s.record.clone()).collect();
             write_text(&a.out, &fasta::format(&recs))?;
@@ -298,7 +373,6 @@ pub fn run(cmd: AppCommand) -> Res {
                 .enumerate()
                 .map(|(i, s)| format!("{i}\t{}\t{}\n", s.family, s.subfamily))
                 .collect();
-            let lp = labels_path(&a.out);
             write_text(&lp, &labels)?;
             eprintln!(
                 "wrote {} sequences to {} and labels to {}",
@@ -310,7 +384,16 @@ pub fn run(cmd: AppCommand) -> Res {
         }
         AppCommand::Distances(a) => {
             let metric = Metric::parse(&a.metric)?;
+            let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", MATRIX))
+                .chain(runs_out(&a.runs))
+                .collect();
+            outputs::check(&[&a.input], &outs)?;
             let recs = fasta::read(&a.input)?;
+            tiers_apps::limits::check_alloc(
+                "the distance matrix",
+                tiers_apps::limits::mul("sequences squared", recs.len(), recs.len())?,
+                4,
+            )?;
             let seqs: Vec<&[u8]> = recs.iter().map(|r| r.seq.as_slice()).collect();
             let p = pool(a.threads)?;
             let t0 = Instant::now();
@@ -346,11 +429,6 @@ pub fn run(cmd: AppCommand) -> Res {
             )
         }
         AppCommand::Mds(a) => {
-            if a.dims == 0 {
-                return Err("--dims must be at least 1".into());
-            }
-            let d = matrix::read(&a.input, a.big_endian, None)?;
-            let p = pool(a.threads)?;
             let opts = MdsOptions {
                 dims: a.dims,
                 block: a.block,
@@ -358,6 +436,43 @@ pub fn run(cmd: AppCommand) -> Res {
                 max_iter: a.max_iter,
                 seed: a.seed,
             };
+            opts.validate(1)?;
+            let mut ins = vec![a.input.as_path()];
+            ins.extend(a.labels.as_deref());
+            ins.extend(a.reference.as_deref());
+            let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", POINTS))
+                .chain(a.plot.as_deref().map(|p| out(p, "--plot", PLOT)))
+                .chain(runs_out(&a.runs))
+                .collect();
+            outputs::check(&ins, &outs)?;
+            let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
+            opts.validate(d.n)?;
+            // Every input is read and checked before the work starts.
+            let reference = match &a.reference {
+                Some(refp) => {
+                    let (y, _) = tiers_apps::mds::parse_points(
+                        &read_text(refp)?,
+                        a.dims,
+                        &refp.display().to_string(),
+                    )?;
+                    if y.len() != d.n * a.dims {
+                        return Err(format!(
+                            "{}: {} points, the matrix has {}",
+                            refp.display(),
+                            y.len() / a.dims,
+                            d.n
+                        )
+                        .into());
+                    }
+                    Some(y)
+                }
+                None => None,
+            };
+            let labels = match &a.labels {
+                Some(l) => Some(read_labels(l, d.n)?),
+                None => None,
+            };
+            let p = pool(a.threads)?;
             let (quiet, every) = (a.quiet, a.progress_every.max(1));
             let r = smacof(&p, &d, None, &opts, |k, s| {
                 if !quiet && (k < 10 || k % every == 0) {
@@ -367,7 +482,9 @@ pub fn run(cmd: AppCommand) -> Res {
                     );
                 }
             });
-            let last = r.stress.last().copied().expect("at least one stress");
+            let Some(last) = r.stress.last().copied() else {
+                return Err("MDS ran no iteration".into());
+            };
             eprintln!(
                 "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} threads)",
                 r.iterations,
@@ -386,33 +503,14 @@ pub fn run(cmd: AppCommand) -> Res {
                 &a.out,
                 &tiers_apps::mds::format_points(&r.points, a.dims, csv),
             )?;
-            if let Some(refp) = &a.reference {
-                let text = std::fs::read_to_string(refp)
-                    .map_err(|e| format!("{}: {e}", refp.display()))?;
-                let (y, _) =
-                    tiers_apps::mds::parse_points(&text, a.dims, &refp.display().to_string())?;
-                if y.len() != r.points.len() {
-                    return Err(format!(
-                        "{}: {} points, the matrix has {}",
-                        refp.display(),
-                        y.len() / a.dims,
-                        d.n
-                    )
-                    .into());
-                }
-                let pr = procrustes(&r.points, &y, a.dims);
-                let mut ys = tiers_apps::mds::stress(&p, &d, &y, a.dims);
+            if let Some(y) = &reference {
+                let pr = procrustes(&r.points, y, a.dims);
+                let mut ys = tiers_apps::mds::stress(&p, &d, y, a.dims);
                 ys /= tiers_apps::mds::delta_norm(&d);
                 println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
             }
             if let Some(pp) = &a.plot {
-                let labels = match &a.labels {
-                    Some(l) => tiers_apps::cluster::parse_labels(
-                        &std::fs::read_to_string(l).map_err(|e| format!("{}: {e}", l.display()))?,
-                        &l.display().to_string(),
-                    )?,
-                    None => vec![0; d.n],
-                };
+                let labels = labels.unwrap_or_else(|| vec![0; d.n]);
                 draw::write(
                     pp,
                     &r.points,
@@ -430,15 +528,10 @@ pub fn run(cmd: AppCommand) -> Res {
             )
         }
         AppCommand::Cluster(a) => {
-            if a.max_clusters == 0 {
-                return Err("--max-clusters must be at least 1".into());
+            if !(a.power > 0.0 && a.power.is_finite()) {
+                return Err(format!("--power must be a positive number, not {}", a.power).into());
             }
-            let mut d = matrix::read(&a.input, a.big_endian, None)?;
-            if a.power != 1.0 {
-                d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
-            }
-            let p = pool(a.threads)?;
-            let opts = ClusterOptions {
+            let mut opts = ClusterOptions {
                 method: if a.spidal {
                     Method::Spidal
                 } else {
@@ -452,6 +545,30 @@ pub fn run(cmd: AppCommand) -> Res {
                 min_cluster_size: a.min_cluster_size,
                 ..Default::default()
             };
+            opts.check()?;
+            let mut ins = vec![a.input.as_path()];
+            ins.extend(a.reference.as_deref());
+            let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", LABELS))
+                .chain(runs_out(&a.runs))
+                .collect();
+            outputs::check(&ins, &outs)?;
+            let mut d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
+            let reference = match &a.reference {
+                Some(refp) => Some(read_labels(refp, d.n)?),
+                None => None,
+            };
+            if opts.max_clusters > d.n {
+                eprintln!(
+                    "[cluster] {} points: at most {} clusters (--max-clusters {})",
+                    d.n, d.n, opts.max_clusters
+                );
+                opts.max_clusters = d.n;
+            }
+            opts.validate(d.n)?;
+            if a.power != 1.0 {
+                d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+            }
+            let p = pool(a.threads)?;
             let quiet = a.quiet;
             let r = da_pwc(&p, &d, &opts, |e| {
                 if quiet {
@@ -475,23 +592,11 @@ pub fn run(cmd: AppCommand) -> Res {
             r.labels.iter().for_each(|&l| sizes[l] += 1);
             eprintln!("[cluster] sizes {sizes:?}");
             write_text(&a.out, &tiers_apps::cluster::format_labels(&r.labels))?;
-            if let Some(refp) = &a.reference {
-                let text = std::fs::read_to_string(refp)
-                    .map_err(|e| format!("{}: {e}", refp.display()))?;
-                let refl = tiers_apps::cluster::parse_labels(&text, &refp.display().to_string())?;
-                if refl.len() != r.labels.len() {
-                    return Err(format!(
-                        "{}: {} labels, the matrix has {} points",
-                        refp.display(),
-                        refl.len(),
-                        d.n
-                    )
-                    .into());
-                }
+            if let (Some(refl), Some(refp)) = (&reference, &a.reference) {
                 println!(
                     "adjusted Rand index vs {}: {:.4}",
                     refp.display(),
-                    adjusted_rand_index(&r.labels, &refl)
+                    adjusted_rand_index(&r.labels, refl)
                 );
             }
             record(
@@ -507,14 +612,21 @@ pub fn run(cmd: AppCommand) -> Res {
             let spec = RenderSpec {
                 width: a.width,
                 height: a.height,
-                tile: a.tiles.max(1),
+                tile: a.tiles,
                 max_iter: a.max_iter,
                 ..Default::default()
             };
+            spec.validate()?;
+            let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", &["png"]))
+                .chain(runs_out(&a.runs))
+                .collect();
+            outputs::check(&[], &outs)?;
             let p = pool(a.threads)?;
             let img = render(&p, &spec, schedule);
-            std::fs::write(&a.out, draw::encode_png(img.width, img.height, &img.rgb)?)
-                .map_err(|e| format!("{}: {e}", a.out.display()))?;
+            tiers_apps::files::write_atomic(
+                &a.out,
+                &draw::encode_png(img.width, img.height, &img.rgb)?,
+            )?;
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
             eprintln!("rendered {}x{} in {:.3} s ({:?}, {} threads, busy per worker [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
             record(
@@ -527,6 +639,9 @@ pub fn run(cmd: AppCommand) -> Res {
         }
         AppCommand::Model(a) => {
             let factors = model::parse_factors(&a.factors)?;
+            if let Some(pp) = &a.plot {
+                outputs::check(&[&a.runs], &[out(pp, "--plot", &["svg"])])?;
+            }
             let runs = crate::runs::read(&a.runs)?;
             let pts = model::analyse(&runs.runs);
             // Reference runs have f = 0 by definition; the no-intercept fits use the others.

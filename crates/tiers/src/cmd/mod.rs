@@ -7,6 +7,7 @@
 
 pub mod apps;
 pub mod bench;
+mod outputs;
 pub mod pipeline;
 pub mod run;
 pub mod topo;

@@ -31,17 +31,22 @@ pub struct RunArgs {
 
 /// Launches the job; an error naming every rank that failed.
 pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if !(a.grace >= 0.0 && a.grace.is_finite()) {
-        return Err(format!("--grace must be a number of seconds, not {}", a.grace).into());
+    let grace = Duration::try_from_secs_f64(a.grace)
+        .map_err(|_| format!("--grace must be a number of seconds, not {}", a.grace))?;
+    if a.n == 0 {
+        return Err("-n must be at least 1 rank".into());
+    }
+    if a.threads == 0 {
+        return Err("--threads must be at least 1".into());
     }
     launch::catch_termination();
     let mut job =
         Job::new(a.n, launch::resolve(&a.command[0])).args(a.command[1..].iter().cloned());
     job.engine = a.engine;
-    job.threads = a.threads.max(1);
+    job.threads = a.threads;
     job.prefix = a.prefix;
     job.pin = !a.no_pin;
-    job.grace = Duration::from_secs_f64(a.grace);
+    job.grace = grace;
     let out = job.run()?;
     if out.success() {
         return Ok(());
