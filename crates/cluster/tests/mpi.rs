@@ -2,8 +2,8 @@
 //! test of its own (`mpi::<behaviour>`), checked under `mpirun -n 2` and `-n 4`, once
 //! multi-tier (ranks of this host share memory) and once with every rank talking through MPI.
 //!
-//! Starting MPI costs a few tenths of a second per job, so the four jobs are started once, by
-//! whichever of these tests runs first: every rank plays every behaviour in order in one world
+//! Starting MPI costs a few tenths of a second per job, so the four jobs are started once (with
+//! the threaded jobs beside them), by whichever of these tests runs first: every rank plays every behaviour in order in one world
 //! and records each one's outcome in a file of its own; each test then reads its behaviour's
 //! outcome at every rank of every job. A rank whose behaviour fails records the failure and
 //! ends at once, which ends its job: the behaviours after it are reported as not reached.
@@ -225,20 +225,56 @@ impl SuiteJob {
     }
 }
 
-/// The four suite jobs, run once by the first test that asks; `None` without mpirun.
-fn suite_jobs() -> Option<&'static [SuiteJob]> {
-    static JOBS: OnceLock<Option<Vec<SuiteJob>>> = OnceLock::new();
+/// Every mpirun job of these tests, run once by the first test that asks; `None` without
+/// mpirun.
+struct Jobs {
+    /// `mpirun -n 2` and `-n 4`, multi-tier and all-MPI, playing the suite.
+    suite: Vec<SuiteJob>,
+    /// The threaded jobs: what each was, and whether every rank exited 0.
+    threads: Vec<(String, bool)>,
+}
+
+/// The threaded jobs alongside the suite jobs (as two tests they would run one after the
+/// other: the test threads that wait for the suite jobs leave none free to start them).
+fn jobs() -> Option<&'static Jobs> {
+    static JOBS: OnceLock<Option<Jobs>> = OnceLock::new();
     JOBS.get_or_init(|| {
         let m = mpirun()?;
-        let mut jobs = Vec::new();
-        for n in [2, 4] {
-            for host_local in [true, false] {
-                jobs.push(SuiteJob::run(&m, n, host_local));
+        std::thread::scope(|s| {
+            let threads = s.spawn(|| threaded_jobs(&m));
+            let mut suite = Vec::new();
+            for n in [2, 4] {
+                for host_local in [true, false] {
+                    suite.push(SuiteJob::run(&m, n, host_local));
+                }
             }
-        }
-        Some(jobs)
+            Some(Jobs {
+                suite,
+                threads: threads.join().expect("threaded jobs"),
+            })
+        })
     })
-    .as_deref()
+    .as_ref()
+}
+
+/// Four workers per rank communicate at once, under `MPI_THREAD_MULTIPLE` (what
+/// `TIERS_THREADS=4` asks for) and under tiers' serialisation of its MPI calls (funneled), at
+/// 2 and 3 ranks, multi-tier and all-MPI.
+fn threaded_jobs(m: &Path) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for level in ["multiple", "funneled"] {
+        for (n, host_local) in [(2, true), (2, false), (3, false)] {
+            let ok = run_scenario(
+                m,
+                n,
+                host_local,
+                "threads",
+                &[("TIERS_THREADS", "4"), ("TIERS_MPI_THREADS", level)],
+            );
+            out.push((format!("{n} ranks, host_local {host_local}, {level}"), ok));
+        }
+    }
+    out
 }
 
 /// Checks `behaviour` in every suite job.
@@ -246,11 +282,11 @@ fn under_mpirun(behaviour: &str) {
     if engine::launched() {
         return; // the rank side runs `mpi_child` only
     }
-    let Some(jobs) = suite_jobs() else {
+    let Some(jobs) = jobs() else {
         eprintln!("mpirun is not installed: {behaviour} was not run on the mpi engine");
         return;
     };
-    for job in jobs {
+    for job in &jobs.suite {
         job.check(behaviour);
     }
 }
@@ -276,13 +312,13 @@ fn suite_under_mpirun_2_and_4_ranks() {
     if engine::launched() {
         return;
     }
-    let Some(jobs) = suite_jobs() else {
+    let Some(jobs) = jobs() else {
         eprintln!(
             "mpirun is not installed: the mpi engine's suite was not run (.ci/mpi installs it)"
         );
         return;
     };
-    for job in jobs {
+    for job in &jobs.suite {
         assert!(
             job.success,
             "{} ranks, host_local {}: a rank failed",
@@ -291,31 +327,18 @@ fn suite_under_mpirun_2_and_4_ranks() {
     }
 }
 
-/// Four workers per rank communicate at once, under `MPI_THREAD_MULTIPLE` (what
-/// `TIERS_THREADS=4` asks for) and under tiers' serialisation of its MPI calls (funneled), at
-/// 2 and 3 ranks, multi-tier and all-MPI.
+/// Four workers per rank communicate at once (see [`threaded_jobs`]).
 #[test]
 fn several_workers_per_rank_under_mpirun() {
     if engine::launched() {
         return;
     }
-    let Some(m) = mpirun() else {
+    let Some(jobs) = jobs() else {
         eprintln!("mpirun is not installed: the threaded mpi test was not run");
         return;
     };
-    for level in ["multiple", "funneled"] {
-        for (n, host_local) in [(2, true), (2, false), (3, false)] {
-            assert!(
-                run_scenario(
-                    &m,
-                    n,
-                    host_local,
-                    "threads",
-                    &[("TIERS_THREADS", "4"), ("TIERS_MPI_THREADS", level)]
-                ),
-                "{n} ranks, host_local {host_local}, {level}: a rank failed"
-            );
-        }
+    for (what, ok) in &jobs.threads {
+        assert!(ok, "{what}: a rank failed");
     }
 }
 
