@@ -1,42 +1,97 @@
-//! The suite on the `local` engine (ranks are threads), at 1 to 4 ranks.
+//! The suite on the `local` engine (ranks are threads): every behaviour of
+//! [`common::suite!`] as a test of its own (`local::<behaviour>`) on 1 to 4 ranks, then the
+//! tests of this engine.
 
 mod common;
+#[path = "common/endpoints.rs"]
+mod endpoints;
+#[path = "common/failures.rs"]
+mod failures;
 
-use tiers_cluster::engine::local;
-use tiers_cluster::{Error, Health, SegId, Timeout};
+use tiers_cluster::engine::local as engine;
+use tiers_cluster::{Error, Health, SegId, Timeout, World};
 
-#[test]
-fn suite_1_to_4_ranks() {
+/// Runs `f` on 1 to 4 ranks; a failure says on how many.
+fn on_1_to_4_ranks(f: fn(&World)) {
     for n in 1..=4 {
-        local::run(n, common::suite).unwrap();
+        if let Err(p) = std::panic::catch_unwind(|| engine::run(n, f).unwrap()) {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            panic!("on {n} ranks: {msg}");
+        }
     }
 }
 
+macro_rules! on_local_engine {
+    ($($family:ident :: $name:ident),* $(,)?) => {
+        /// The suite, one test per behaviour.
+        mod local {
+            $(
+                #[test]
+                fn $name() {
+                    super::on_1_to_4_ranks(crate::common::$family::$name);
+                }
+            )*
+        }
+    };
+}
+common::suite!(on_local_engine);
+
+/// Every behaviour one after another in one world (as the mpi tests run them): each leaves the
+/// world as it found it.
 #[test]
-fn random_ops_against_a_model() {
+fn all_behaviours_in_one_world() {
     for n in 1..=4 {
-        local::run(n, |w| common::random(w, 0x5eed + n as u64)).unwrap();
+        engine::run(n, |w| {
+            for (name, f) in common::ALL {
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
+                    eprintln!("{name} failed on {n} ranks after the behaviours before it");
+                    std::panic::resume_unwind(p);
+                }
+            }
+        })
+        .unwrap();
     }
+}
+
+/// Error messages name the values of the error.
+#[test]
+fn error_messages_name_their_values() {
+    let msg = Error::OutOfBounds {
+        rank: 1,
+        seg: 2,
+        offset: 30,
+        len: 4,
+        size: 32,
+    }
+    .to_string();
+    assert!(
+        msg.contains("30..34") && msg.contains("32") && msg.contains("rank 1"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn several_threads_per_rank_communicate_at_once() {
     for n in 1..=3 {
-        local::run(n, |w| common::threads(w, 4, 200)).unwrap();
+        engine::run(n, |w| common::threads::threads(w, 4, 200)).unwrap();
     }
 }
 
 #[test]
 fn killed_rank() {
     for (n, victim) in [(2, 1), (3, 2), (4, 3), (2, 0), (3, 0), (4, 1)] {
-        let worlds = local::worlds(n).unwrap();
+        let worlds = engine::worlds(n).unwrap();
         std::thread::scope(|s| {
             let hs: Vec<_> = worlds
                 .into_iter()
                 .map(|w| {
                     s.spawn(move || {
                         // A rank "dies" by panicking: its world is dropped while unwinding.
-                        common::killed(&w, victim, || panic!("rank dies on purpose"))
+                        failures::killed(&w, victim, || panic!("rank dies on purpose"))
                     })
                 })
                 .collect();
@@ -81,12 +136,12 @@ fn endpoints_on_workers_bypass_and_engine() {
     use tiers_cluster::endpoint::Delivery;
     let w = tiers_cluster::Builder::new().local(1).unwrap().remove(0);
     for workers in [1, 2, 3] {
-        common::endpoints(&w, workers, Delivery::Bypass);
-        common::endpoints(&w, workers, Delivery::Engine);
+        endpoints::endpoints(&w, workers, Delivery::Bypass);
+        endpoints::endpoints(&w, workers, Delivery::Engine);
     }
     for n in 2..=4 {
-        local::run(n, |w| common::endpoints(w, 2, Delivery::Bypass)).unwrap();
-        local::run(n, |w| common::endpoints(w, 1, Delivery::Engine)).unwrap();
+        engine::run(n, |w| endpoints::endpoints(w, 2, Delivery::Bypass)).unwrap();
+        engine::run(n, |w| endpoints::endpoints(w, 1, Delivery::Engine)).unwrap();
     }
 }
 

@@ -1,57 +1,92 @@
-//! The suite on the `mpi` engine (feature `mpi`). `cargo test --features mpi --test mpi`
-//! starts this test binary under `mpirun -n 2` and `-n 4`, once multi-tier (ranks of this
-//! host share memory) and once with every rank talking through MPI; every rank runs the same
-//! suite as on the `local` and `shm` engines. Without `mpirun` on the PATH the launching test
-//! says so and passes (the MPI library is needed to build this feature at all, the launcher
-//! to run it: `.ci/mpi` installs both).
+//! The suite on the `mpi` engine (feature `mpi`). Every behaviour of [`common::suite!`] is a
+//! test of its own (`mpi::<behaviour>`), checked under `mpirun -n 2` and `-n 4`, once
+//! multi-tier (ranks of this host share memory) and once with every rank talking through MPI.
+//!
+//! Starting MPI costs a few tenths of a second per job, so the four jobs are started once (with
+//! the threaded jobs beside them), by whichever of these tests runs first: every rank plays every behaviour in order in one world
+//! and records each one's outcome in a file of its own; each test then reads its behaviour's
+//! outcome at every rank of every job. A rank whose behaviour fails records the failure and
+//! ends at once, which ends its job: the behaviours after it are reported as not reached.
+//!
+//! Without `mpirun` on the PATH the launching tests say so and pass (the MPI library is needed
+//! to build this feature at all, the launcher to run it: `.ci/mpi` installs both).
 #![cfg(feature = "mpi")]
 
 mod common;
 
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use tiers_cluster::engine::mpi;
+use tiers_cluster::engine::mpi as engine;
+use tiers_cluster::World;
 
 const SCENARIO: &str = "TIERS_TEST_SCENARIO";
+/// Where the ranks of a suite job record the outcome of each behaviour (one file per rank).
+const RESULTS: &str = "TIERS_TEST_RESULTS";
 
 /// The rank side: does nothing unless started by an MPI launcher.
 #[test]
 fn mpi_child() {
-    if !mpi::launched() {
+    if !engine::launched() {
         return;
     }
     let w = tiers_cluster::init().expect("init");
     assert_eq!(w.engine_name(), "mpi");
     match std::env::var(SCENARIO).as_deref().unwrap_or("suite") {
-        "suite" => {
-            common::suite(&w);
-            common::random(&w, 0xfeed);
-        }
+        "suite" => play_suite(&w),
         "threads" => {
             // Four workers of every rank communicate at once: MPI_THREAD_MULTIPLE when asked
             // for (and provided), else tiers' own serialisation of its MPI calls.
-            common::threads(&w, 4, 30);
+            common::threads::threads(&w, 4, 30);
         }
         other => panic!("unknown scenario {other}"),
     }
 }
 
-fn mpirun() -> Option<std::path::PathBuf> {
+/// Plays every behaviour in order, appending `ok NAME` or `failed NAME: MESSAGE` to this rank's
+/// file under `TIERS_TEST_RESULTS`. After a failure the rank ends at once (its peers may be
+/// waiting for it in a collective that will never complete; its exit ends the job).
+fn play_suite(w: &World) {
+    let dir = std::env::var(RESULTS).expect("results directory");
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(Path::new(&dir).join(w.rank().to_string()))
+        .expect("results file");
+    for (name, f) in common::ALL {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
+            Ok(()) => writeln!(out, "ok {name}").expect("record"),
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| p.downcast_ref::<&str>().copied())
+                    .unwrap_or("(no message)");
+                let msg = msg.replace('\n', " ");
+                writeln!(out, "failed {name}: {msg}").expect("record");
+                out.sync_all().expect("record");
+                // SAFETY: _exit has no preconditions; this process ends here, without running
+                // MPI_Finalize (which would wait for peers that wait for us).
+                unsafe { libc::_exit(1) };
+            }
+        }
+    }
+}
+
+fn mpirun() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join("mpirun"))
         .find(|p| p.is_file())
 }
 
-/// Runs `n` ranks of this binary's `mpi_child` under mpirun playing the suite; true when all
-/// exited 0.
-fn run(mpirun: &std::path::Path, n: usize, host_local: bool) -> bool {
-    run_scenario(mpirun, n, host_local, "suite", &[])
-}
-
-/// Runs `n` ranks of `mpi_child` playing `scenario`, with `env` exported to every rank.
+/// Runs `n` ranks of `mpi_child` playing `scenario`, with `env` exported to every rank; true
+/// when all exited 0.
 fn run_scenario(
-    mpirun: &std::path::Path,
+    mpirun: &Path,
     n: usize,
     host_local: bool,
     scenario: &str,
@@ -99,59 +134,218 @@ fn run_scenario(
     }
 }
 
-#[test]
-fn suite_under_mpirun_2_and_4_ranks() {
-    if mpi::launched() {
-        return; // the rank side runs `mpi_child` only
-    }
-    let Some(m) = mpirun() else {
-        eprintln!(
-            "mpirun is not installed: the mpi engine's suite was not run (.ci/mpi installs it)"
+/// One suite job: its shape, whether mpirun succeeded, and what each rank recorded.
+struct SuiteJob {
+    n: usize,
+    host_local: bool,
+    success: bool,
+    /// Per rank: behaviour name → `None` (passed) or `Some(message)` (failed).
+    outcomes: Vec<HashMap<String, Option<String>>>,
+}
+
+impl SuiteJob {
+    fn run(mpirun: &Path, n: usize, host_local: bool) -> SuiteJob {
+        let dir = std::env::temp_dir().join(format!(
+            "tiers-mpi-suite-{}-{n}-{}",
+            std::process::id(),
+            u8::from(host_local)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("results directory");
+        let success = run_scenario(
+            mpirun,
+            n,
+            host_local,
+            "suite",
+            &[(RESULTS, dir.to_str().expect("a UTF-8 temporary directory"))],
         );
-        return;
-    };
-    for n in [2, 4] {
-        for host_local in [true, false] {
-            assert!(
-                run(&m, n, host_local),
-                "{n} ranks, host_local {host_local}: a rank failed"
-            );
+        let outcomes = (0..n)
+            .map(|r| {
+                std::fs::read_to_string(dir.join(r.to_string()))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| {
+                        if let Some(name) = l.strip_prefix("ok ") {
+                            return Some((name.to_string(), None));
+                        }
+                        let (name, msg) = l.strip_prefix("failed ")?.split_once(": ")?;
+                        Some((name.to_string(), Some(msg.to_string())))
+                    })
+                    .collect()
+            })
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        SuiteJob {
+            n,
+            host_local,
+            success,
+            outcomes,
         }
     }
+
+    /// Panics unless `behaviour` passed at every rank.
+    fn check(&self, behaviour: &str) {
+        let job = format!("{} ranks, host_local {}", self.n, self.host_local);
+        let failed = self.failures(behaviour);
+        if !failed.is_empty() {
+            panic!("{job}: {}", failed.join("; "));
+        }
+        let missing: Vec<usize> = (0..self.n)
+            .filter(|&r| !self.outcomes[r].contains_key(behaviour))
+            .collect();
+        if !missing.is_empty() {
+            // The job ended at the first behaviour (in suite order) that failed somewhere.
+            let end = common::ALL
+                .iter()
+                .map(|(name, _)| self.failures(name))
+                .find(|f| !f.is_empty())
+                .map_or_else(
+                    || {
+                        format!(
+                            "with no failure recorded (mpirun succeeded: {})",
+                            self.success
+                        )
+                    },
+                    |f| format!("after {}", f.join("; ")),
+                );
+            panic!("{job}: ranks {missing:?} did not reach this behaviour: the job ended {end}");
+        }
+    }
+
+    /// `rank R: MESSAGE` for each rank at which `behaviour` failed.
+    fn failures(&self, behaviour: &str) -> Vec<String> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(r, o)| match o.get(behaviour) {
+                Some(Some(msg)) => Some(format!("{behaviour} failed at rank {r}: {msg}")),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Every mpirun job of these tests, run once by the first test that asks; `None` without
+/// mpirun.
+struct Jobs {
+    /// `mpirun -n 2` and `-n 4`, multi-tier and all-MPI, playing the suite.
+    suite: Vec<SuiteJob>,
+    /// The threaded jobs: what each was, and whether every rank exited 0.
+    threads: Vec<(String, bool)>,
+}
+
+/// The threaded jobs alongside the suite jobs (as two tests they would run one after the
+/// other: the test threads that wait for the suite jobs leave none free to start them).
+fn jobs() -> Option<&'static Jobs> {
+    static JOBS: OnceLock<Option<Jobs>> = OnceLock::new();
+    JOBS.get_or_init(|| {
+        let m = mpirun()?;
+        std::thread::scope(|s| {
+            let threads = s.spawn(|| threaded_jobs(&m));
+            let mut suite = Vec::new();
+            for n in [2, 4] {
+                for host_local in [true, false] {
+                    suite.push(SuiteJob::run(&m, n, host_local));
+                }
+            }
+            Some(Jobs {
+                suite,
+                threads: threads.join().expect("threaded jobs"),
+            })
+        })
+    })
+    .as_ref()
 }
 
 /// Four workers per rank communicate at once, under `MPI_THREAD_MULTIPLE` (what
 /// `TIERS_THREADS=4` asks for) and under tiers' serialisation of its MPI calls (funneled), at
 /// 2 and 3 ranks, multi-tier and all-MPI.
+fn threaded_jobs(m: &Path) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for level in ["multiple", "funneled"] {
+        for (n, host_local) in [(2, true), (2, false), (3, false)] {
+            let ok = run_scenario(
+                m,
+                n,
+                host_local,
+                "threads",
+                &[("TIERS_THREADS", "4"), ("TIERS_MPI_THREADS", level)],
+            );
+            out.push((format!("{n} ranks, host_local {host_local}, {level}"), ok));
+        }
+    }
+    out
+}
+
+/// Checks `behaviour` in every suite job.
+fn under_mpirun(behaviour: &str) {
+    if engine::launched() {
+        return; // the rank side runs `mpi_child` only
+    }
+    let Some(jobs) = jobs() else {
+        eprintln!("mpirun is not installed: {behaviour} was not run on the mpi engine");
+        return;
+    };
+    for job in &jobs.suite {
+        job.check(behaviour);
+    }
+}
+
+macro_rules! on_mpi_engine {
+    ($($family:ident :: $name:ident),* $(,)?) => {
+        /// The suite, one test per behaviour.
+        mod mpi {
+            $(
+                #[test]
+                fn $name() {
+                    super::under_mpirun(stringify!($name));
+                }
+            )*
+        }
+    };
+}
+common::suite!(on_mpi_engine);
+
+/// Every suite job ends well: every rank exits 0 after the last behaviour.
 #[test]
-fn several_workers_per_rank_under_mpirun() {
-    if mpi::launched() {
+fn suite_under_mpirun_2_and_4_ranks() {
+    if engine::launched() {
         return;
     }
-    let Some(m) = mpirun() else {
+    let Some(jobs) = jobs() else {
+        eprintln!(
+            "mpirun is not installed: the mpi engine's suite was not run (.ci/mpi installs it)"
+        );
+        return;
+    };
+    for job in &jobs.suite {
+        assert!(
+            job.success,
+            "{} ranks, host_local {}: a rank failed",
+            job.n, job.host_local
+        );
+    }
+}
+
+/// Four workers per rank communicate at once (see [`threaded_jobs`]).
+#[test]
+fn several_workers_per_rank_under_mpirun() {
+    if engine::launched() {
+        return;
+    }
+    let Some(jobs) = jobs() else {
         eprintln!("mpirun is not installed: the threaded mpi test was not run");
         return;
     };
-    for level in ["multiple", "funneled"] {
-        for (n, host_local) in [(2, true), (2, false), (3, false)] {
-            assert!(
-                run_scenario(
-                    &m,
-                    n,
-                    host_local,
-                    "threads",
-                    &[("TIERS_THREADS", "4"), ("TIERS_MPI_THREADS", level)]
-                ),
-                "{n} ranks, host_local {host_local}, {level}: a rank failed"
-            );
-        }
+    for (what, ok) in &jobs.threads {
+        assert!(ok, "{what}: a rank failed");
     }
 }
 
 /// A program built with the feature but started without a launcher is a world of one rank.
 #[test]
 fn without_a_launcher_one_rank() {
-    if mpi::launched() {
+    if engine::launched() {
         return;
     }
     let w = tiers_cluster::init().expect("init");

@@ -1,10 +1,16 @@
 //! The suite on the `shm` engine: ranks are processes started by the launcher, which re-runs
-//! this test binary with the scenario to play in `TIERS_TEST_SCENARIO`.
+//! this test binary with the scenario to play in `TIERS_TEST_SCENARIO`. Every behaviour of
+//! [`common::suite!`] is a test of its own (`shm::<behaviour>`), one job per behaviour and
+//! number of ranks (1 to 4).
 
 mod common;
+#[path = "common/endpoints.rs"]
+mod endpoints;
+#[path = "common/failures.rs"]
+mod failures;
 
 use std::time::Duration;
-use tiers_cluster::engine::shm;
+use tiers_cluster::engine::shm as engine;
 use tiers_cluster::launch::{End, Job, Outcome};
 
 const SCENARIO: &str = "TIERS_TEST_SCENARIO";
@@ -29,22 +35,29 @@ fn child() {
         return;
     }
     if s == "spmd-suite" {
-        tiers_cluster::spmd(common::suite).expect("spmd");
+        tiers_cluster::spmd(|w| {
+            for (_, f) in common::ALL {
+                f(w);
+            }
+        })
+        .expect("spmd");
         return;
     }
     let w = tiers_cluster::init().expect("init");
     assert_eq!(w.engine_name(), "shm");
+    if let Some((_, f)) = common::ALL.iter().find(|(name, _)| *name == s) {
+        f(&w);
+        return;
+    }
     match s.as_str() {
-        "suite" => common::suite(&w),
-        "random" => common::random(&w, 0xfeed),
-        "threads" => common::threads(&w, 4, 200),
+        "threads" => common::threads::threads(&w, 4, 200),
         "endpoints" => {
-            common::endpoints(&w, 2, tiers_cluster::endpoint::Delivery::Bypass);
-            common::endpoints(&w, 1, tiers_cluster::endpoint::Delivery::Engine);
+            endpoints::endpoints(&w, 2, tiers_cluster::endpoint::Delivery::Bypass);
+            endpoints::endpoints(&w, 1, tiers_cluster::endpoint::Delivery::Engine);
         }
         "killed" | "killed0" => {
             let victim = if s == "killed0" { 0 } else { w.size() - 1 };
-            common::killed(&w, victim, || {
+            failures::killed(&w, victim, || {
                 // SAFETY: kill has no memory-safety preconditions; this process ends here.
                 unsafe { libc::kill(std::process::id() as libc::pid_t, libc::SIGKILL) };
                 unreachable!("SIGKILL is not ignored");
@@ -89,7 +102,7 @@ fn launch(n: usize, scenario: &str, engine: &str) -> Outcome {
     job.discard_stdout = true;
     let out = job.run().expect("launch");
     let prefix = format!("tiers-{}-", out.job);
-    let left: Vec<String> = shm::list()
+    let left: Vec<String> = engine::list()
         .into_iter()
         .filter(|o| o.starts_with(&prefix))
         .collect();
@@ -97,21 +110,32 @@ fn launch(n: usize, scenario: &str, engine: &str) -> Outcome {
     out
 }
 
-#[test]
-fn suite_on_processes_1_to_4_ranks() {
+/// Plays `behaviour` in jobs of 1 to 4 processes.
+fn on_1_to_4_ranks(behaviour: &str) {
     for n in 1..=4 {
-        let out = launch(n, "suite", "shm");
-        assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
+        let out = launch(n, behaviour, "shm");
+        assert_eq!(
+            out.ends,
+            vec![End::Exited(0); n],
+            "{behaviour} on {n} ranks"
+        );
     }
 }
 
-#[test]
-fn random_ops_on_processes() {
-    for n in 1..=4 {
-        let out = launch(n, "random", "shm");
-        assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
-    }
+macro_rules! on_shm_engine {
+    ($($family:ident :: $name:ident),* $(,)?) => {
+        /// The suite, one test per behaviour.
+        mod shm {
+            $(
+                #[test]
+                fn $name() {
+                    super::on_1_to_4_ranks(stringify!($name));
+                }
+            )*
+        }
+    };
 }
+common::suite!(on_shm_engine);
 
 #[test]
 fn several_threads_per_process_communicate_at_once() {
@@ -174,11 +198,13 @@ fn stale_objects_of_dead_launchers_are_swept() {
     let dead = c.id();
     c.wait().unwrap();
     let job = format!("{dead}x5ta1e");
-    let jc = shm::JobControl::create(&job, 2).unwrap();
+    let jc = engine::JobControl::create(&job, 2).unwrap();
     std::mem::forget(jc); // as if its launcher had been killed with -9
-    assert!(shm::list().iter().any(|o| o == &format!("tiers-{job}-ctl")));
-    shm::sweep_stale();
-    assert!(!shm::list()
+    assert!(engine::list()
+        .iter()
+        .any(|o| o == &format!("tiers-{job}-ctl")));
+    engine::sweep_stale();
+    assert!(!engine::list()
         .iter()
         .any(|o| o.starts_with(&format!("tiers-{job}-"))));
 }
@@ -227,7 +253,7 @@ fn killed_launcher_leaves_nothing() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let objs: Vec<String> = shm::list()
+    let objs: Vec<String> = engine::list()
         .into_iter()
         .filter(|o| o.starts_with(&prefix))
         .collect();
@@ -249,7 +275,7 @@ fn killed_launcher_leaves_nothing() {
     // the sweep on its own.)
     let out = launch(1, "noop", "shm");
     assert!(out.success());
-    let left: Vec<String> = shm::list()
+    let left: Vec<String> = engine::list()
         .into_iter()
         .filter(|o| o.starts_with(&prefix))
         .collect();

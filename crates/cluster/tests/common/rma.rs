@@ -1,0 +1,180 @@
+//! One-sided communication: segments, writes, reads, list operations and notifications.
+
+use super::{ok, Fixture, S1, S2};
+use tiers_cluster::{Error, Timeout, Transfer, World};
+
+const BLK: Timeout = Timeout::Block;
+
+/// Both segments exist at every rank with the size that rank gave (checked by the fixture).
+pub fn segments_register_at_every_rank(w: &World) {
+    let f = Fixture::new(w);
+    for r in 0..f.n {
+        assert_eq!(ok(w.segment_size(S1, r), "size"), Fixture::size1(f.n));
+    }
+    assert_eq!(ok(f.seg.get::<u64>(0), "zeroed"), 0);
+    assert_eq!(ok(f.s2.get::<u64>(f.s2.len() / 8 - 1), "zeroed"), 0);
+    f.done();
+}
+
+/// 300 rounds of data plus notification around the ring: the receiver always sees the data of
+/// the round the notification announces.
+pub fn write_notify_shows_data_before_the_notification(w: &World) {
+    let f = Fixture::new(w);
+    let (seg, q) = (&f.seg, &f.q);
+    for round in 1..=300u32 {
+        let v = [round as u8; 256];
+        ok(seg.write(0, &v), "local write");
+        ok(
+            q.write_notify(S1, 0, f.next, S1, 1024, 256, 7, round),
+            "write_notify",
+        );
+        ok(q.wait(BLK), "wait");
+        let id = ok(w.notify_waitsome(S1, 0..8, BLK), "waitsome");
+        assert_eq!(id, 7);
+        assert_eq!(ok(w.notify_reset(S1, 7), "reset"), round);
+        let mut got = [0u8; 256];
+        ok(seg.read(1024, &mut got), "local read");
+        assert!(
+            got.iter().all(|&b| b == round as u8),
+            "round {round}: data after notification"
+        );
+        // Nobody may run more than one round ahead (the notification would be overwritten).
+        ok(q.notify(f.prev, S1, 8, round), "ack");
+        ok(w.notify_waitsome(S1, 8..9, BLK), "ack wait");
+        ok(w.notify_reset(S1, 8), "ack reset");
+    }
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
+/// The pattern rank `from` writes to rank `to`.
+fn pattern(from: usize, to: usize) -> Vec<u8> {
+    (0..64).map(|i| (from * 31 + to * 7 + i) as u8).collect()
+}
+
+/// Every rank writes its own pattern into every rank (itself included), each at its own place.
+fn write_everywhere(f: &Fixture<'_>) {
+    for r in 0..f.n {
+        ok(f.seg.write(2048, &pattern(f.me, r)), "pattern");
+        ok(f.q.write(S1, 2048, r, S1, 4096 + 64 * f.me, 64), "write");
+        ok(f.q.wait(BLK), "wait");
+    }
+    ok(f.w.barrier(BLK), "barrier");
+}
+
+/// Plain writes into every rank arrive, each where it was sent.
+pub fn writes_reach_every_rank(w: &World) {
+    let f = Fixture::new(w);
+    write_everywhere(&f);
+    for src in 0..f.n {
+        let mut got = [0u8; 64];
+        ok(f.seg.read(4096 + 64 * src, &mut got), "read back");
+        assert_eq!(&got[..], &pattern(src, f.me)[..], "data from rank {src}");
+    }
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
+/// A read fetches what `next` received from this rank.
+pub fn reads_fetch_remote_data(w: &World) {
+    let f = Fixture::new(w);
+    write_everywhere(&f);
+    ok(f.q.read(S1, 3000, f.next, S1, 4096 + 64 * f.me, 64), "read");
+    ok(f.q.wait(BLK), "wait");
+    let mut got = [0u8; 64];
+    ok(f.seg.read(3000, &mut got), "read local");
+    assert_eq!(&got[..], &pattern(f.me, f.next)[..]);
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
+/// Fills the first 8 words of this rank's segment 2 with `(rank << 32) | i`.
+fn fill_words(f: &Fixture<'_>) {
+    for i in 0..8u64 {
+        ok(f.s2.set::<u64>(i as usize, (f.me as u64) << 32 | i), "set");
+    }
+}
+
+/// 8 writes of 8 bytes each into `next`'s segment 2 (in reverse order), then one notification
+/// that shows only after all of them.
+pub fn write_list_notify_delivers_every_write(w: &World) {
+    let f = Fixture::new(w);
+    fill_words(&f);
+    let list: Vec<Transfer> = (0..8)
+        .map(|i| Transfer::new(S2, 8 * i, f.next, S2, 512 + 8 * (7 - i), 8))
+        .collect();
+    ok(
+        f.q.write_list_notify(&list, f.next, S2, 3, 5),
+        "write_list_notify",
+    );
+    ok(f.q.wait(BLK), "wait");
+    assert_eq!(ok(w.notify_waitsome(S2, 0..8, BLK), "list waitsome"), 3);
+    assert_eq!(ok(w.notify_reset(S2, 3), "reset"), 5);
+    assert_eq!(ok(w.notify_reset(S2, 3), "reset again"), 0);
+    for i in 0..8u64 {
+        assert_eq!(
+            ok(f.s2.get::<u64>(64 + (7 - i as usize)), "get"),
+            (f.prev as u64) << 32 | i
+        );
+    }
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
+/// 4 reads of 8 bytes each from `prev`'s segment 2 in one call.
+pub fn read_list_fetches_every_transfer(w: &World) {
+    let f = Fixture::new(w);
+    fill_words(&f);
+    let rl: Vec<Transfer> = (0..4)
+        .map(|i| Transfer::new(S2, 256 + 8 * i, f.prev, S2, 8 * i, 8))
+        .collect();
+    ok(w.barrier(BLK), "barrier");
+    ok(f.q.read_list(&rl), "read_list");
+    ok(f.q.wait(BLK), "wait");
+    for i in 0..4u64 {
+        assert_eq!(
+            ok(f.s2.get::<u64>(32 + i as usize), "get"),
+            (f.prev as u64) << 32 | i
+        );
+    }
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
+/// With nothing set, waiting for notifications times out, at once or after a while.
+pub fn notify_waitsome_times_out(w: &World) {
+    let f = Fixture::new(w);
+    assert_eq!(
+        w.notify_waitsome(S1, 100..200, Timeout::Test),
+        Err(Error::Timeout)
+    );
+    assert_eq!(
+        w.notify_waitsome(S1, 100..200, Timeout::millis(20)),
+        Err(Error::Timeout)
+    );
+    f.done();
+}
+
+/// A deleted segment is refused as a target; created again (with another size) it is zeroed
+/// and reachable.
+pub fn deleted_segment_is_gone_and_can_be_recreated(w: &World) {
+    let f = Fixture::new(w);
+    // Dirty the memory the new segment 2 may get, to see that it comes back zeroed.
+    ok(f.s2.set::<u64>(0, u64::MAX), "dirty");
+    ok(w.barrier(BLK), "barrier");
+    ok(w.segment_delete(S2, BLK), "delete");
+    assert_eq!(
+        f.q.write(S1, 0, f.next, S2, 0, 8),
+        Err(Error::NoSuchSegment {
+            seg: 2,
+            rank: f.next
+        })
+    );
+    let s2 = ok(w.segment(S2, 128), "re-create");
+    assert_eq!(s2.len(), 128);
+    assert_eq!(ok(s2.get::<u64>(0), "zeroed"), 0);
+    ok(f.q.write(S1, 0, f.next, S2, 120, 8), "write to re-created");
+    ok(f.q.wait(BLK), "wait");
+    ok(w.barrier(BLK), "final barrier");
+    f.done();
+}
