@@ -198,6 +198,9 @@ fn grammar_parsers_never_panic() {
         never_panics("Placement::parse", b, |_| {
             let _ = tiers_node::Placement::parse(&s);
         });
+        never_panics("parse_duration", b, |_| {
+            let _ = crate::cmd::run::parse_duration(&s);
+        });
         never_panics("parse_counts", b, |_| {
             let _ = tiers_bench::parse_counts(&s);
         });
