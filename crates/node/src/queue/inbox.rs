@@ -1,4 +1,4 @@
-//! The multi-producer single-consumer queue made of one SPSC ring per producer.
+//! The inbox: the multi-producer single-consumer queue made of one SPSC ring per producer.
 
 use super::spsc::Ring;
 use super::Full;
@@ -31,19 +31,20 @@ impl<T> Drop for Shared<T> {
     }
 }
 
-/// A multi-producer single-consumer queue: one lock-free SPSC ring per producer.
+/// The inbox of one consumer: a multi-producer single-consumer queue made of one lock-free SPSC
+/// ring per producer.
 ///
-/// The `PcQueue` value is the consumer; [`PcQueue::sender`] registers a producer, and cloning
-/// a [`PcSender`] registers another, so every producing thread owns its ring. Messages from one
+/// The `Inbox` value is the consumer; [`Inbox::sender`] registers a producer, and cloning
+/// an [`InboxSender`] registers another, so every producing thread owns its ring. Messages from one
 /// sender arrive in the order sent; messages from different senders interleave.
-pub struct PcQueue<T> {
+pub struct Inbox<T> {
     shared: Arc<Shared<T>>,
     /// Ring to poll first next time (round-robin fairness).
     start: usize,
 }
 
-/// A producer of a [`PcQueue`]: owns one ring. Clone it to get another producer (another ring).
-pub struct PcSender<T> {
+/// A producer of an [`Inbox`]: owns one ring. Clone it to get another producer (another ring).
+pub struct InboxSender<T> {
     shared: Arc<Shared<T>>,
     ring: Arc<Ring<T>>,
 }
@@ -53,14 +54,14 @@ pub const DEFAULT_CAPACITY: usize = 1024;
 /// The default maximum number of producers.
 pub const DEFAULT_MAX_PRODUCERS: usize = 256;
 
-impl<T: Send> PcQueue<T> {
+impl<T: Send> Inbox<T> {
     /// A queue whose producers each get a ring of `capacity` messages (rounded up to a power of
     /// two), for up to [`DEFAULT_MAX_PRODUCERS`] producers.
     pub fn new(capacity: usize) -> Self {
         Self::with_max_producers(capacity, DEFAULT_MAX_PRODUCERS)
     }
 
-    /// As [`PcQueue::new`], for up to `max_producers` producers.
+    /// As [`Inbox::new`], for up to `max_producers` producers.
     pub fn with_max_producers(capacity: usize, max_producers: usize) -> Self {
         assert!(
             max_producers > 0,
@@ -70,7 +71,7 @@ impl<T: Send> PcQueue<T> {
             capacity > 0,
             "tiers: a queue needs a capacity of at least 1"
         );
-        PcQueue {
+        Inbox {
             shared: Arc::new(Shared {
                 rings: (0..max_producers)
                     .map(|_| AtomicPtr::new(core::ptr::null_mut()))
@@ -88,7 +89,7 @@ impl<T: Send> PcQueue<T> {
 
     /// Registers a new producer. Panics when the queue already has its maximum number of
     /// producers (every sender ever made counts, dropped or not).
-    pub fn sender(&self) -> PcSender<T> {
+    pub fn sender(&self) -> InboxSender<T> {
         register(&self.shared)
     }
 
@@ -135,7 +136,7 @@ impl<T: Send> PcQueue<T> {
     }
 
     /// Waits up to `timeout` for a message: spins briefly, then sleeps. A sleeping consumer is
-    /// woken at once by [`PcSender::push_notify`]; plain pushes are noticed within a millisecond.
+    /// woken at once by [`InboxSender::push_notify`]; plain pushes are noticed within a millisecond.
     pub fn pop_timeout(&mut self, timeout: Duration) -> Option<T> {
         for _ in 0..256 {
             if let Some(v) = self.try_pop() {
@@ -218,12 +219,12 @@ impl<T: Send> PcQueue<T> {
     }
 }
 
-fn register<T: Send>(shared: &Arc<Shared<T>>) -> PcSender<T> {
+fn register<T: Send>(shared: &Arc<Shared<T>>) -> InboxSender<T> {
     let _g = shared.register.lock().unwrap_or_else(|e| e.into_inner());
     let n = shared.count.load(Ordering::Relaxed);
     assert!(
         n < shared.rings.len(),
-        "tiers: PcQueue made for {} producers got one more",
+        "tiers: Inbox made for {} producers got one more",
         shared.rings.len()
     );
     let ring = Arc::new(Ring::new(shared.capacity));
@@ -232,13 +233,13 @@ fn register<T: Send>(shared: &Arc<Shared<T>>) -> PcSender<T> {
         Ordering::Release,
     );
     shared.count.store(n + 1, Ordering::Release);
-    PcSender {
+    InboxSender {
         shared: shared.clone(),
         ring,
     }
 }
 
-impl<T: Send> PcSender<T> {
+impl<T: Send> InboxSender<T> {
     /// Appends `value` to this producer's ring, or gives it back if the ring is full.
     #[inline]
     pub fn try_push(&mut self, value: T) -> Result<(), Full<T>> {
@@ -264,8 +265,8 @@ impl<T: Send> PcSender<T> {
         }
     }
 
-    /// As [`PcSender::try_push`], and wakes the consumer if it sleeps in
-    /// [`PcQueue::pop_timeout`]. Costs a full fence more than `try_push`.
+    /// As [`InboxSender::try_push`], and wakes the consumer if it sleeps in
+    /// [`Inbox::pop_timeout`]. Costs a full fence more than `try_push`.
     #[inline]
     pub fn push_notify(&mut self, value: T) -> Result<(), Full<T>> {
         self.try_push(value)?;
@@ -278,7 +279,7 @@ impl<T: Send> PcSender<T> {
     }
 }
 
-impl<T: Send> Clone for PcSender<T> {
+impl<T: Send> Clone for InboxSender<T> {
     /// Registers another producer with its own ring.
     fn clone(&self) -> Self {
         register(&self.shared)
@@ -293,7 +294,7 @@ mod tests {
     fn per_producer_order_and_nothing_lost() {
         const P: usize = 6; // more producers than cores
         const N: u64 = 100_000;
-        let mut q = PcQueue::<(usize, u64)>::new(128);
+        let mut q = Inbox::<(usize, u64)>::new(128);
         let tx = q.sender();
         let hs: Vec<_> = (0..P)
             .map(|p| {
@@ -324,7 +325,7 @@ mod tests {
 
     #[test]
     fn full_ring_is_reported() {
-        let q = PcQueue::<u8>::new(2);
+        let q = Inbox::<u8>::new(2);
         let mut tx = q.sender();
         tx.try_push(1).unwrap();
         tx.try_push(2).unwrap();
@@ -338,7 +339,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "made for 2 producers got one more")]
     fn too_many_producers_panics() {
-        let q = PcQueue::<u8>::with_max_producers(4, 2);
+        let q = Inbox::<u8>::with_max_producers(4, 2);
         let _a = q.sender();
         let _b = q.sender();
         let _c = q.sender();
@@ -346,7 +347,7 @@ mod tests {
 
     #[test]
     fn sleeping_consumer_is_woken_and_times_out() {
-        let mut q = PcQueue::<u32>::new(4);
+        let mut q = Inbox::<u32>::new(4);
         let t0 = Instant::now();
         assert_eq!(q.pop_timeout(Duration::from_millis(20)), None);
         assert!(t0.elapsed() >= Duration::from_millis(20));
@@ -365,7 +366,7 @@ mod tests {
     #[test]
     fn dropping_the_queue_drops_pending_messages() {
         let v = std::sync::Arc::new(());
-        let q = PcQueue::new(8);
+        let q = Inbox::new(8);
         let mut tx = q.sender();
         tx.try_push(v.clone()).unwrap();
         drop(q);
