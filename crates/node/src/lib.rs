@@ -12,6 +12,8 @@
 //!   ring per producer.
 //! - [`PerWorker`]: processor-private data without false sharing.
 //! - [`AlignedBuf`] (cache-line and page alignment, first touch) and the [`timer`].
+//! - [`wait`]: the [`WaitPolicy`] of pools and barriers and [`Backoff`], the one waiting
+//!   schedule (spin, yield, sleep) of every wait in the node tier.
 //!
 //! ```
 //! use tiers_node::{Pool, Schedule};
@@ -61,4 +63,4 @@ pub use private::PerWorker;
 pub use queue::{Full, Inbox, InboxSender};
 pub use timer::Ticks;
 pub use topology::Topology;
-pub use wait::WaitPolicy;
+pub use wait::{Backoff, WaitPolicy};

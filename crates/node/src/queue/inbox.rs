@@ -3,7 +3,8 @@
 use super::spsc::Ring;
 use super::Full;
 use crate::futex;
-use crate::sync::{fence, spin_hint, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::sync::{fence, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::wait::Backoff;
 use std::time::{Duration, Instant};
 
 struct Shared<T> {
@@ -48,6 +49,23 @@ pub struct InboxSender<T> {
     shared: Arc<Shared<T>>,
     ring: Arc<Ring<T>>,
 }
+
+/// How [`Inbox::pop_timeout`] waits before it sleeps: 256 looks a PAUSE apart (a few µs),
+/// then straight to the futex. The consumer polls the producers' rings, which they write, so
+/// it looks often only briefly.
+const POP_SPIN: Backoff = Backoff::new().spin_limit(0).spin_steps(256).yield_limit(0);
+/// How [`Inbox::recv_batch`] waits before it sleeps: 12 looks after pauses doubling from 1 to
+/// 128 hints (then 128), 16 yields, then [`Inbox::pop_timeout`]. See `recv_batch` for why the
+/// pauses grow.
+const RECV_BATCH: Backoff = Backoff::new().spin_limit(7).spin_steps(12).yield_limit(16);
+/// How [`InboxSender::push`] waits for room in a full ring: 63 looks a PAUSE apart, then a
+/// yield before each look for as long as it takes (the consumer, which makes the room, may
+/// need this core; nobody would wake a sleeping producer).
+const PUSH: Backoff = Backoff::new()
+    .spin_limit(0)
+    .spin_steps(63)
+    .yield_limit(0)
+    .never_sleep();
 
 /// The default ring capacity per producer.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -138,11 +156,12 @@ impl<T: Send> Inbox<T> {
     /// Waits up to `timeout` for a message: spins briefly, then sleeps. A sleeping consumer is
     /// woken at once by [`InboxSender::push_notify`]; plain pushes are noticed within a millisecond.
     pub fn pop_timeout(&mut self, timeout: Duration) -> Option<T> {
-        for _ in 0..256 {
+        let mut backoff = POP_SPIN;
+        while !backoff.is_completed() {
             if let Some(v) = self.try_pop() {
                 return Some(v);
             }
-            spin_hint();
+            backoff.snooze();
         }
         let deadline = Instant::now() + timeout;
         loop {
@@ -161,7 +180,7 @@ impl<T: Send> Inbox<T> {
             futex::wait(
                 &self.shared.bell,
                 bell,
-                Some((deadline - now).min(Duration::from_millis(1))),
+                Some((deadline - now).min(Backoff::SLEEP_MAX)),
             );
             self.shared.sleeping.store(0, Ordering::Relaxed);
         }
@@ -176,25 +195,25 @@ impl<T: Send> Inbox<T> {
     /// producers' cache lines on every message; backing off lets them fill several slots per
     /// visit, which is what makes a busy stream several times faster.
     pub fn recv_batch(&mut self, max: usize, timeout: Duration, mut f: impl FnMut(T)) -> usize {
-        let mut pause = 1u32;
-        for _ in 0..12 {
+        let mut backoff = RECV_BATCH;
+        // The timeout runs from the end of the spin phase (no clock is read before it).
+        let mut deadline = None;
+        let deadline = loop {
             let n = self.drain(max, &mut f);
             if n > 0 {
                 return n;
             }
-            for _ in 0..pause {
-                spin_hint();
+            if !backoff.is_spinning() {
+                let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                if backoff.is_completed() {
+                    break d;
+                }
+                if Instant::now() >= d {
+                    return 0;
+                }
             }
-            pause = (pause * 2).min(128);
-        }
-        let deadline = Instant::now() + timeout;
-        for _ in 0..16 {
-            crate::sync::yield_now();
-            let n = self.drain(max, &mut f);
-            if n > 0 || Instant::now() >= deadline {
-                return n;
-            }
-        }
+            backoff.snooze();
+        };
         match self.pop_timeout(deadline.saturating_duration_since(Instant::now())) {
             Some(v) => {
                 f(v);
@@ -250,18 +269,13 @@ impl<T: Send> InboxSender<T> {
     /// Appends `value`, waiting (spinning, then yielding) while the ring is full.
     #[inline]
     pub fn push(&mut self, mut value: T) {
-        let mut spins = 0u32;
+        let mut backoff = PUSH;
         loop {
             match self.try_push(value) {
                 Ok(()) => return,
                 Err(Full(v)) => value = v,
             }
-            spins += 1;
-            if spins < 64 {
-                spin_hint();
-            } else {
-                crate::sync::yield_now();
-            }
+            backoff.snooze();
         }
     }
 
