@@ -1,4 +1,7 @@
 //! [`Backoff`]: the one waiting schedule of tiers (spin, then yield, then sleep).
+//!
+//! Why each phase and each limit is what it is, and which waits of the node tier use which
+//! schedule: `README.md` beside this file.
 
 use crate::sync::{spin_hint, yield_now};
 use std::time::{Duration, Instant};

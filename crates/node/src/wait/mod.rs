@@ -7,6 +7,9 @@
 //! fastest but burns a core and the memory bus, PAUSE-spinning is nearly as fast and kinder to
 //! a sibling hyperthread, and sleeping in the kernel costs microseconds but frees the core when
 //! arrival times differ by milliseconds. The adaptive policy spins briefly, then sleeps.
+//!
+//! Who waits where, on what, with which schedule and why each limit is what it is: see
+//! `README.md` beside this file (`crates/node/src/wait/README.md`).
 
 mod backoff;
 
