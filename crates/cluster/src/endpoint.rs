@@ -2,7 +2,7 @@
 //! run a handler on a worker of the node tier.
 //!
 //! Endpoints are spread round-robin over the workers of all ranks. A message to an endpoint on
-//! a worker of the *same process* goes straight into that worker's [`PcQueue`] inbox, by
+//! a worker of the *same process* goes straight into that worker's [`Inbox`], by
 //! pointer (the `Vec` moves, nothing is copied), and never touches the progress engine: the
 //! lesson of the Charm++ SMP port, whose first version sent every message through the network
 //! progress engine. A message to another process goes through the engine (a passive message
@@ -17,7 +17,7 @@ use crate::world::{SegId, World, MAX_SEGMENTS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tiers_node::{Full, PcQueue, PcSender, Pool};
+use tiers_node::{Full, Inbox, InboxSender, Pool};
 
 /// An endpoint's global id.
 pub type EpId = usize;
@@ -88,14 +88,18 @@ impl Shared<'_> {
 pub struct Ctx<'a> {
     sh: &'a Shared<'a>,
     worker: usize,
-    senders: &'a mut [PcSender<Msg>],
+    senders: &'a mut [InboxSender<Msg>],
     me: EpId,
 }
 
 /// Pushes into an inbox and wakes its worker if it sleeps. A full inbox is retried while its
 /// worker runs; once the worker has stopped (`stopped`) nobody will drain it, and the message
 /// comes back as `Err` instead of being retried forever.
-fn push(s: &mut PcSender<Msg>, mut m: Msg, stopped: &AtomicBool) -> std::result::Result<(), Msg> {
+fn push(
+    s: &mut InboxSender<Msg>,
+    mut m: Msg,
+    stopped: &AtomicBool,
+) -> std::result::Result<(), Msg> {
     loop {
         match s.push_notify(m) {
             Ok(()) => return Ok(()),
@@ -179,7 +183,7 @@ impl Ctx<'_> {
 /// every message into the inbox of its target's worker, until `stop`.
 fn progress_thread(
     sh: &Shared<'_>,
-    mut senders: Vec<PcSender<Msg>>,
+    mut senders: Vec<InboxSender<Msg>>,
     stop: &AtomicBool,
 ) -> Result<()> {
     let mut buf = vec![0u8; sh.world.passive_max()];
@@ -206,7 +210,7 @@ fn progress_thread(
     Ok(())
 }
 
-type Parts = (PcQueue<Msg>, Vec<PcSender<Msg>>);
+type Parts = (Inbox<Msg>, Vec<InboxSender<Msg>>);
 
 /// Runs `total` endpoints made by `make` over the workers of `pool` on every rank of `world`
 /// (collective), until every endpoint has called [`Ctx::finish`].
@@ -230,11 +234,11 @@ pub fn run<E: Endpoint>(
         total,
         stopped: (0..workers).map(|_| AtomicBool::new(false)).collect(),
     };
-    let inboxes: Vec<PcQueue<Msg>> = (0..workers)
-        .map(|_| PcQueue::with_max_producers(4096, workers + 1))
+    let inboxes: Vec<Inbox<Msg>> = (0..workers)
+        .map(|_| Inbox::with_max_producers(4096, workers + 1))
         .collect();
-    let progress_senders: Vec<PcSender<Msg>> = inboxes.iter().map(|q| q.sender()).collect();
-    let senders: Vec<Vec<PcSender<Msg>>> = (0..workers)
+    let progress_senders: Vec<InboxSender<Msg>> = inboxes.iter().map(|q| q.sender()).collect();
+    let senders: Vec<Vec<InboxSender<Msg>>> = (0..workers)
         .map(|_| inboxes.iter().map(|q| q.sender()).collect())
         .collect();
     let parts: Vec<Mutex<Option<Parts>>> = inboxes
@@ -285,8 +289,8 @@ pub fn run<E: Endpoint>(
 fn worker_loop<E: Endpoint>(
     sh: &Shared<'_>,
     worker: usize,
-    q: &mut PcQueue<Msg>,
-    senders: &mut [PcSender<Msg>],
+    q: &mut Inbox<Msg>,
+    senders: &mut [InboxSender<Msg>],
     make: &(impl Fn(EpId) -> E + Sync),
 ) -> Result<()> {
     let rank = sh.world.rank();
