@@ -11,12 +11,14 @@
 //! sleep on their inbox, so an oversubscribed machine runs whoever has work. [`Delivery::Engine`] sends every
 //! message that way, to measure what the bypass saves.
 
+use crate::config::{self, ENDPOINT_SLEEP, MAX_SEGMENTS};
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
-use crate::world::{SegId, World, MAX_SEGMENTS};
+use crate::wait::{Naps, Pace};
+use crate::world::{SegId, World};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tiers_node::{Full, PcQueue, PcSender, Pool};
 
 /// An endpoint's global id.
@@ -64,10 +66,6 @@ const DONE_SEG: SegId = SegId(MAX_SEGMENTS - 1);
 const HEADER: usize = 8;
 /// A message that only wakes its worker.
 const WAKE: u32 = u32::MAX;
-/// How long an idle worker or progress thread sleeps before it re-checks for the end.
-const SLEEP: Duration = Duration::from_millis(1);
-/// How long an idle worker polls its inbox before it sleeps.
-const POLL: Duration = Duration::from_micros(50);
 
 struct Shared<'w> {
     world: &'w World,
@@ -184,7 +182,10 @@ fn progress_thread(
 ) -> Result<()> {
     let mut buf = vec![0u8; sh.world.passive_max()];
     while !stop.load(Ordering::Acquire) {
-        match sh.world.passive_receive(&mut buf, Timeout::After(SLEEP)) {
+        match sh
+            .world
+            .passive_receive(&mut buf, Timeout::After(ENDPOINT_SLEEP))
+        {
             Ok((_, len)) if len >= HEADER => {
                 let to = u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes"));
                 let from = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
@@ -309,12 +310,11 @@ fn worker_loop<E: Endpoint>(
             if sh.finished()? {
                 return Ok(());
             }
-            let t = Instant::now();
-            while q.is_empty() && t.elapsed() < POLL {
-                std::hint::spin_loop();
-            }
+            // Poll the inbox a little, then sleep on it.
+            let mut pace = Pace::new(config::SPIN, Duration::ZERO, Naps::fixed(ENDPOINT_SLEEP));
+            while q.is_empty() && pace.busy() {}
             if q.is_empty() {
-                if let Some(m) = q.pop_timeout(SLEEP) {
+                if let Some(m) = q.pop_timeout(ENDPOINT_SLEEP) {
                     batch.push(m);
                 }
             }

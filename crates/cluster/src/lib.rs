@@ -11,7 +11,7 @@
 //! ```
 //! use tiers_cluster::{SegId, Timeout, Op};
 //!
-//! let out = tiers_cluster::engine::local::run(2, |w| {
+//! let out = tiers_cluster::run_local(2, |w| {
 //!     let seg = w.segment(SegId(0), 64).unwrap();
 //!     seg.set::<u64>(0, 40 + w.rank() as u64).unwrap();
 //!     let peer = (w.rank() + 1) % w.size();
@@ -36,6 +36,7 @@
 mod atomic;
 pub mod bench;
 pub mod collective;
+mod config;
 pub mod endpoint;
 pub mod engine;
 mod error;
@@ -47,16 +48,15 @@ mod queue;
 mod segment;
 mod sys;
 mod timeout;
+mod wait;
 mod world;
 
 pub use collective::{DataType, Op, Pod, Reducible};
+pub use config::{env, threads, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS, NOTIFICATIONS, QUEUES};
 pub use engine::{Engine, Transfer};
 pub use error::{Error, Rank, Result};
 pub use health::Health;
 pub use queue::Queue;
 pub use segment::Segment;
 pub use timeout::Timeout;
-pub use world::{
-    env, init, spmd, threads, Builder, SegId, World, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS,
-    NOTIFICATIONS, QUEUES,
-};
+pub use world::{init, run_local, spmd, Builder, SegId, World};

@@ -1,9 +1,10 @@
 //! Notifications: 32-bit flags in a segment's notification area, set remotely, waited for and
 //! reset locally. A waiter sleeps on a futex; a notifier wakes it only when someone sleeps.
 
+use crate::config::NOTIFICATIONS;
 use crate::error::{Error, Result};
 use crate::timeout::Timeout;
-use crate::world::{SegId, World, NOTIFICATIONS};
+use crate::world::{SegId, World};
 use std::ops::Range;
 
 impl World {

@@ -4,10 +4,11 @@
 //! have. A queue holds at most its depth of requests between two waits: a post beyond that is
 //! refused with [`Error::QueueFull`] (nothing is posted), never silently blocked on.
 
+use crate::config::QUEUES;
 use crate::engine::Transfer;
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
-use crate::world::{SegId, World, QUEUES};
+use crate::world::{SegId, World};
 use std::sync::atomic::Ordering;
 
 /// A handle on one of the world's queues.

@@ -1,7 +1,7 @@
 //! The launcher: `tiers run -n N [--engine shm|local] [--threads T] [--prefix] -- PROGRAM ARGS`.
 //!
 //! It sweeps objects left by dead jobs, creates the job's control block, starts the ranks with
-//! their environment (see [`env`](crate::env)), pinned to distinct cores when there are enough,
+//! their environment (see [`env`](mod@crate::env)), pinned to distinct cores when there are enough,
 //! forwards their output (optionally prefixed with `[rank]`), and watches them: when one dies
 //! it marks the state vector (peers get `PeerFailed`), reports which rank died and how, ends the
 //! others after a grace period and fails. Every shared-memory object of the job is removed at
@@ -11,8 +11,8 @@
 //! group of its own, and ending a rank signals the whole group, so that what a rank started
 //! (a shell's children, say) ends with it.
 
+use crate::config::{env, LAUNCH_GRACE, LAUNCH_KILL_AFTER, LAUNCH_WATCH};
 use crate::engine::shm::{self, JobControl};
-use crate::env;
 use crate::sys;
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -115,7 +115,7 @@ impl Job {
             engine: "shm".into(),
             threads: 1,
             prefix: false,
-            grace: Duration::from_secs(2),
+            grace: LAUNCH_GRACE,
             pin: true,
             report: true,
             discard_stdout: false,
@@ -278,13 +278,13 @@ impl Job {
                 }
             }
             if let Some(t) = termed_at {
-                if t.elapsed() >= Duration::from_secs(1) {
+                if t.elapsed() >= LAUNCH_KILL_AFTER {
                     for r in (0..procs).filter(|&r| ends[r].is_none()) {
                         sys::signal_group(pids[r], libc::SIGKILL);
                     }
                 }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(LAUNCH_WATCH);
         }
         if let Some(g) = guardian {
             g.release();

@@ -6,17 +6,12 @@
 
 use super::{raw, MpiEngine};
 use crate::collective::{fold_in_order, DataType, Op};
+use crate::config::{BRUCK_MAX, SPREAD_MAX};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::timeout::Timeout;
+use crate::wait;
 use raw::Req;
-
-/// Float sums gather every rank's input; up to this many bytes in all, with tiers' own
-/// point-to-point allgather (fewer steps per call than `MPI_Iallgather`'s schedule).
-const BRUCK_MAX: usize = 64 * 1024;
-/// Largest rank-indexed vector (bytes) a float sum is gathered in hierarchically when ranks
-/// share hosts (beyond it, the flat gather).
-const SPREAD_MAX: usize = 4096;
 
 enum BarrierPhase {
     Idle,
@@ -105,7 +100,7 @@ impl MpiEngine {
                     };
                 }
                 BarrierPhase::Leaders(d) => {
-                    raw::poll(deadline, self.spin, || d.step())?;
+                    wait::until(deadline, self.pace(), || d.step())?;
                     c.barrier = BarrierPhase::Release;
                 }
                 BarrierPhase::Release => {
@@ -186,13 +181,13 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::Bruck(b) => {
-                    raw::poll(deadline, self.spin, || b.step())?;
+                    wait::until(deadline, self.pace(), || b.step())?;
                     fold_blocks(ty, op, output, &b.result(), input.len(), self.size);
                     c.reduce = ReducePhase::Idle;
                     return Ok(());
                 }
                 ReducePhase::Gather { req, all, .. } => {
-                    req.wait(deadline, self.spin)?;
+                    req.wait(deadline, self.pace())?;
                     fold_blocks(ty, op, output, all, input.len(), self.size);
                     c.reduce = ReducePhase::Idle;
                     return Ok(());
@@ -238,13 +233,13 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::LeadersBruck(b) => {
-                    raw::poll(deadline, self.spin, || b.step())?;
+                    wait::until(deadline, self.pace(), || b.step())?;
                     let mut r = vec![0u8; input.len()];
                     fold_blocks(ty, op, &mut r, &b.result(), input.len(), self.hosts);
                     c.reduce = ReducePhase::Release(r);
                 }
                 ReducePhase::Leaders { req, recv, .. } => {
-                    req.wait(deadline, self.spin)?;
+                    req.wait(deadline, self.pace())?;
                     let r = std::mem::take(recv);
                     c.reduce = ReducePhase::Release(r);
                 }

@@ -2,7 +2,7 @@
 //!
 //! Ranks that share a host (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`) form a shared-memory
 //! job of their own and reach each other through the same code as the `shm` engine
-//! ([`MemEngine`]): one copy per write, futex wake-ups, hardware atomics. Only traffic to
+//! (`MemEngine`): one copy per write, futex wake-ups, hardware atomics. Only traffic to
 //! ranks on other hosts goes through MPI:
 //!
 //! - a segment is the host mapping (notification header + data) exposed as an MPI-3 window
@@ -35,14 +35,16 @@ mod raw;
 
 pub use raw::{launched, thread_multiple, Threading};
 
-use super::ctl::{self, Ctl, SegHeader, MAX_SEGMENTS, PASSIVE_MAX, SEG_HEADER};
+use super::ctl::{self, Ctl, SegHeader, SEG_HEADER};
 use super::mem::{Backing, MemEngine};
 use super::{Engine, KeepAlive, Transfer};
 use crate::collective::{DataType, Op};
+use crate::config::{self, env, MAX_SEGMENTS, PASSIVE_MAX, QUEUES, RPUT_MIN};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::sys::{self, Mapping};
 use crate::timeout::{Deadline, Timeout};
+use crate::wait::{self, Naps, Pace};
 use coll::Coll;
 use raw::{Comm, Req, Win};
 use std::collections::HashSet;
@@ -53,12 +55,6 @@ use std::time::Duration;
 
 /// Tag of passive messages between hosts.
 const TAG_PASSIVE: i32 = 0x7431;
-/// Writes from this size on are `MPI_Rput`s, whose local completion a queue wait tests with
-/// its timeout before it flushes; smaller ones are `MPI_Put`s, which MPI may pack together
-/// (request-based puts go out one message each over TCP: 1.4x MPI_Put's time at 8 B).
-const RPUT_MIN: usize = 64 * 1024;
-/// Longest sleep between two polls of MPI progress.
-const MAX_NAP: Duration = Duration::from_millis(1);
 
 /// How to set up an mpi world.
 #[derive(Clone, Copy, Debug)]
@@ -75,13 +71,13 @@ impl MpiConfig {
     /// `TIERS_THREADS` asks for more than one worker per rank, otherwise funneled) and
     /// `TIERS_MPI_HOST_LOCAL=0` to send everything through MPI.
     pub fn from_env() -> MpiConfig {
-        let threading = match std::env::var("TIERS_MPI_THREADS").ok().as_deref() {
+        let threading = match config::env_str(env::MPI_THREADS).as_deref() {
             Some("multiple") => Threading::Multiple,
             Some("funneled") => Threading::Funneled,
-            _ if crate::world::threads() > 1 => Threading::Multiple,
+            _ if config::threads() > 1 => Threading::Multiple,
             _ => Threading::Funneled,
         };
-        let host_local = std::env::var("TIERS_MPI_HOST_LOCAL").ok().as_deref() != Some("0");
+        let host_local = config::env_str(env::MPI_HOST_LOCAL).as_deref() != Some("0");
         MpiConfig {
             threading,
             host_local,
@@ -92,11 +88,7 @@ impl MpiConfig {
 /// Whether `tiers_cluster::init()` should use this engine: `TIERS_ENGINE=mpi`, or no
 /// `TIERS_ENGINE` and an MPI launcher's environment.
 pub fn selected() -> bool {
-    match std::env::var(crate::world::env::ENGINE).ok().as_deref() {
-        Some("mpi") => true,
-        None | Some("") => launched(),
-        _ => false,
-    }
+    matches!(super::which(), Ok(super::Which::Mpi))
 }
 
 /// The engine `init()` uses under an MPI launcher (configured from the environment).
@@ -233,7 +225,10 @@ pub struct MpiEngine {
     queues: Vec<Mutex<QState>>,
     coll: Mutex<Coll>,
     passive: Mutex<Passive>,
-    spin: u32,
+    /// How long a wait polls MPI before it naps.
+    spin: Duration,
+    /// Open MPI was told to yield when idle: waits yield rather than spin.
+    yields: bool,
 }
 
 fn job_id(leader_pid: u32) -> String {
@@ -294,7 +289,7 @@ impl MpiEngine {
             let _ = sys::shm_unlink(&ctl_name);
             Mapping::create(&ctl_name, Ctl::len(hsize))
         } else {
-            raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             Mapping::open(&ctl_name)
         }
         .map_err(|e| Error::Setup(format!("mpi engine: host control block: {e}")))?;
@@ -303,7 +298,7 @@ impl MpiEngine {
             // the backing below.
             let c = unsafe { Ctl::init(map.ptr(), hsize, leader_pid) };
             if shared {
-                raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+                raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             }
             c
         } else {
@@ -327,17 +322,16 @@ impl MpiEngine {
         // When MPI was told to yield rather than spin (`--mca mpi_yield_when_idle 1`: more
         // ranks than cores, as with several hosts on one machine), sleep rather than spin too.
         let cpus = host_cpus();
-        let yields = std::env::var("OMPI_MCA_mpi_yield_when_idle")
-            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
-        raw::set_yield_when_idle(yields);
+        let yields = config::env_str(config::OMPI_YIELD_WHEN_IDLE)
+            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
         host.set_spin(if hsize <= cpus && !yields {
-            Duration::from_micros(50)
+            config::SPIN
         } else {
             Duration::ZERO
         });
         // Everyone of the host has attached: the name can go (crash-proof from here on).
         if shared {
-            raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             if hidx == 0 {
                 let _ = sys::shm_unlink(&ctl_name);
             }
@@ -353,13 +347,26 @@ impl MpiEngine {
             hosts,
             leaders,
             segs: RwLock::new((0..MAX_SEGMENTS).map(|_| Slot::Empty).collect()),
-            queues: (0..crate::world::QUEUES)
-                .map(|_| Mutex::new(QState::default()))
-                .collect(),
+            queues: (0..QUEUES).map(|_| Mutex::new(QState::default())).collect(),
             coll: Mutex::new(Coll::new()),
             passive: Mutex::new(Passive::default()),
-            spin: if hsize <= cpus { 1 << 12 } else { 64 },
+            spin: if hsize <= cpus {
+                config::MPI_SPIN
+            } else {
+                config::MPI_SPIN_CROWDED
+            },
+            yields,
         })
+    }
+
+    /// The pace of a wait that polls MPI: spin while the host's ranks have cores of their own
+    /// (briefly otherwise), or yield when Open MPI was told to, then nap.
+    fn pace(&self) -> Pace {
+        if self.yields {
+            Pace::new(Duration::ZERO, config::MPI_YIELD_FOR, Naps::POLLED)
+        } else {
+            Pace::new(self.spin, Duration::ZERO, Naps::POLLED)
+        }
     }
 
     /// A host-local error speaks of host-local ranks: name world ranks instead.
@@ -507,9 +514,10 @@ impl MpiEngine {
             };
             return f(t).map_err(|e| self.lift(e));
         }
-        let mut nap = Duration::from_micros(20);
+        // The host-local wait spins and sleeps by itself: hand it ever longer slices.
+        let mut pace = Pace::new(Duration::ZERO, Duration::ZERO, Naps::POLLED);
         loop {
-            match f(as_timeout(deadline.slice(nap))) {
+            match f(as_timeout(pace.nap(deadline))) {
                 Err(Error::Timeout) => {}
                 r => return r.map_err(|e| self.lift(e)),
             }
@@ -517,7 +525,6 @@ impl MpiEngine {
             if deadline.expired() {
                 return Err(Error::Timeout);
             }
-            nap = (nap * 2).min(MAX_NAP);
         }
     }
 
@@ -619,7 +626,7 @@ impl Engine for MpiEngine {
         let Slot::Gathering { req, .. } = &mut s[seg as usize] else {
             return Err(Error::SegmentExists { seg });
         };
-        req.wait(timeout.deadline(), self.spin)?;
+        req.wait(timeout.deadline(), self.pace())?;
         let Slot::Gathering { sizes, .. } = std::mem::replace(&mut s[seg as usize], Slot::Empty)
         else {
             unreachable!("matched above")
@@ -750,7 +757,7 @@ impl Engine for MpiEngine {
             return Ok(());
         }
         let reqs = &mut q.reqs;
-        raw::poll(timeout.deadline(), self.spin, || {
+        wait::until(timeout.deadline(), self.pace(), || {
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -788,10 +795,9 @@ impl Engine for MpiEngine {
         // SAFETY: the mapping starts with a SegHeader and `_keep` keeps it mapped for the
         // whole of this call.
         let h = unsafe { &*h };
-        let end = (first + count).min(ctl::NOTIFICATIONS);
+        let end = (first + count).min(config::NOTIFICATIONS);
         let deadline = timeout.deadline();
-        let mut nap = Duration::from_micros(20);
-        let mut i = 0u32;
+        let mut pace = self.pace();
         loop {
             let seen = h.seq.v.load(Ordering::SeqCst);
             if let Some(id) = (first..end).find(|&i| h.notif[i].load(Ordering::Acquire) != 0) {
@@ -800,16 +806,13 @@ impl Engine for MpiEngine {
             if let Some(r) = self.host_gone() {
                 return Err(Error::PeerFailed(r));
             }
-            let Some(left) = deadline.slice(nap) else {
+            if deadline.expired() {
                 return Err(Error::Timeout);
-            };
+            }
             raw::progress(self.comm);
-            i += 1;
-            if i < self.spin {
-                std::hint::spin_loop();
-            } else {
-                self.nap(&h.seq, seen, left);
-                nap = (nap * 2).min(MAX_NAP);
+            if !pace.busy() {
+                let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
+                self.nap(&h.seq, seen, nap);
             }
         }
     }
@@ -900,7 +903,7 @@ impl Engine for MpiEngine {
         let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };
         let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
         p.sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
-        match req.wait(timeout.deadline(), self.spin) {
+        match req.wait(timeout.deadline(), self.pace()) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The message is on its way; it will be delivered (keep its buffer).
@@ -920,8 +923,7 @@ impl Engine for MpiEngine {
         }
         let deadline = timeout.deadline();
         let bell = &self.host_ctl.rank(self.host.local_rank()).mailbox.bell;
-        let mut nap = Duration::from_micros(20);
-        let mut i = 0u32;
+        let mut pace = self.pace();
         loop {
             let seen = bell.v.load(Ordering::SeqCst);
             {
@@ -929,7 +931,7 @@ impl Engine for MpiEngine {
                 if p.stash.is_none() && self.hosts > 1 {
                     if let Some(m) = raw::improbe(TAG_PASSIVE, self.comm)? {
                         let src = m.source;
-                        p.stash = Some((src, m.recv()?));
+                        p.stash = Some((src, m.recv(self.pace())?));
                     }
                 }
                 if let Some((_, msg)) = &p.stash {
@@ -949,15 +951,12 @@ impl Engine for MpiEngine {
                 Err(Error::Timeout) => {}
                 Err(e) => return Err(self.lift(e)),
             }
-            let Some(left) = deadline.slice(nap) else {
+            if deadline.expired() {
                 return Err(Error::Timeout);
-            };
-            i += 1;
-            if i < self.spin {
-                std::hint::spin_loop();
-            } else {
-                self.nap(bell, seen, left);
-                nap = (nap * 2).min(MAX_NAP);
+            }
+            if !pace.busy() {
+                let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
+                self.nap(bell, seen, nap);
             }
         }
     }

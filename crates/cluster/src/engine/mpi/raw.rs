@@ -7,8 +7,10 @@
 //! thread may call tiers (MPI sees `MPI_THREAD_SERIALIZED` use). Waits never hold the lock
 //! between two tests, so other threads progress meanwhile.
 
+use crate::config;
 use crate::error::{Error, Result};
 use crate::timeout::Deadline;
+use crate::wait::{self, Naps, Pace};
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -63,7 +65,7 @@ fn check(rc: c_int, what: &str) -> Result<()> {
 
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx, Slurm).
 pub fn launched() -> bool {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+    config::MPI_LAUNCHER_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some())
 }
@@ -122,17 +124,6 @@ pub fn init(level: Threading) -> Result<()> {
         INIT_RESULT.store(rc, Ordering::Relaxed);
     });
     check(INIT_RESULT.load(Ordering::Relaxed), "MPI_Init_thread")
-}
-
-/// Set when MPI was told to yield when idle (more ranks than cores): waits then yield at
-/// every test for up to [`YIELD_FOR`] before they start to sleep.
-static YIELD_WHEN_IDLE: AtomicBool = AtomicBool::new(false);
-/// How long a wait keeps yielding, in that mode, before it sleeps between tests.
-const YIELD_FOR: Duration = Duration::from_millis(20);
-
-/// Waits yield at every test rather than spin, then sleep (see [`YIELD_WHEN_IDLE`]).
-pub(crate) fn set_yield_when_idle(yes: bool) {
-    YIELD_WHEN_IDLE.store(yes, Ordering::Relaxed);
 }
 
 /// Whether MPI provides `MPI_THREAD_MULTIPLE` (then tiers does not serialise its MPI calls).
@@ -272,47 +263,16 @@ impl Req {
         Ok(flag != 0)
     }
 
-    /// Tests until complete or until `deadline`: spins (with a yield now and then) for the
-    /// first `spin` tests, then sleeps between tests, doubling from 20 µs up to 1 ms, so a long
+    /// Tests until complete or until `deadline`, paced by `pace` (see [`wait`]), so a long
     /// wait costs little CPU. `Err(Timeout)` leaves the request pending (resumable).
-    pub(crate) fn wait(&mut self, deadline: Deadline, spin: u32) -> Result<()> {
-        poll(deadline, spin, || self.test())
+    pub(crate) fn wait(&mut self, deadline: Deadline, pace: Pace) -> Result<()> {
+        wait::until(deadline, pace, || self.test())
     }
 }
 
-/// Polls `done` with the waiting policy of [`Req::wait`].
-pub(crate) fn poll(
-    deadline: Deadline,
-    spin: u32,
-    mut done: impl FnMut() -> Result<bool>,
-) -> Result<()> {
-    let mut i = 0u32;
-    let mut nap = Duration::from_micros(20);
-    let yielding = YIELD_WHEN_IDLE.load(Ordering::Relaxed);
-    let t0 = yielding.then(std::time::Instant::now);
-    loop {
-        if done()? {
-            return Ok(());
-        }
-        if deadline.slice(Duration::from_secs(1)).is_none() {
-            return Err(Error::Timeout);
-        }
-        i = i.saturating_add(1);
-        if t0.is_some_and(|t0| t0.elapsed() < YIELD_FOR) {
-            // MPI yields too: hand the core to a rank that has work at every test, as MPI's
-            // own blocking calls do, rather than sleep through the peer's answer.
-            std::thread::yield_now();
-        } else if i < spin {
-            if i % 64 == 0 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        } else {
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
-        }
-    }
+/// The pace of the waits of setup (see [`config::MPI_SETUP_SPIN`]).
+pub(crate) fn setup_pace() -> Pace {
+    Pace::new(config::MPI_SETUP_SPIN, Duration::ZERO, Naps::POLLED)
 }
 
 /// Lets MPI progress (one `MPI_Iprobe`): one-sided operations of other ranks that MPI
@@ -454,7 +414,7 @@ pub(crate) fn allgather_u64(x: u64, comm: Comm, deadline: Deadline) -> Result<Ve
     // SAFETY: both buffers live in this frame until the request completes below; on timeout
     // we cannot cancel a collective, so we leak them (the request may still write).
     let mut req = unsafe { iallgather_u64(&*send, recv.as_mut_ptr(), comm)? };
-    match req.wait(deadline, 1 << 14) {
+    match req.wait(deadline, setup_pace()) {
         Ok(()) => Ok(recv),
         Err(e) => {
             std::mem::forget(send);
@@ -1049,9 +1009,10 @@ pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
 }
 
 impl Matched {
-    /// Receives the matched message into a fresh buffer (`MPI_Imrecv` driven to completion:
-    /// the message is already here or on its way, so this never waits for the sender to act).
-    pub(crate) fn recv(mut self) -> Result<Vec<u8>> {
+    /// Receives the matched message into a fresh buffer (`MPI_Imrecv` driven to completion,
+    /// paced by `pace`: the message is already here or on its way, so this never waits for
+    /// the sender to act).
+    pub(crate) fn recv(mut self, pace: Pace) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; self.len];
         // SAFETY: constant read.
         let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
@@ -1072,7 +1033,7 @@ impl Matched {
                 "MPI_Imrecv",
             )?;
         }
-        r.wait(Deadline::Never, 1 << 10)?;
+        r.wait(Deadline::Never, pace)?;
         Ok(buf)
     }
 }
