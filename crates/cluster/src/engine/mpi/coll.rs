@@ -4,6 +4,7 @@
 //! a resumable state machine: a call that times out leaves its phase in [`Coll`] and the next
 //! call continues from there.
 
+use super::algo::{Bruck, Dissemination};
 use super::{raw, MpiEngine};
 use crate::collective::{fold_in_order, DataType, Op};
 use crate::config::{BRUCK_MAX, SPREAD_MAX};
@@ -15,7 +16,7 @@ use raw::Req;
 
 enum BarrierPhase {
     Idle,
-    Leaders(raw::Dissemination),
+    Leaders(Dissemination),
     Release,
 }
 
@@ -29,7 +30,7 @@ enum ReducePhase {
     },
     /// The leaders' allgather of small inputs, with tiers' own point-to-point allgather, to be
     /// combined (any order: not used for float sums, whose order matters).
-    LeadersBruck(raw::Bruck),
+    LeadersBruck(Bruck),
     /// Host-local broadcast of `recv` (leader) or of identities.
     Release(Vec<u8>),
     /// Float sums: every rank's input gathered, to be added in rank order.
@@ -39,7 +40,7 @@ enum ReducePhase {
         all: Vec<u8>,
     },
     /// The same for small inputs, with tiers' own point-to-point allgather.
-    Bruck(raw::Bruck),
+    Bruck(Bruck),
 }
 
 /// The phases of this rank's barrier and allreduce (behind the engine's collective lock).
@@ -94,7 +95,7 @@ impl MpiEngine {
                     self.host_wait(deadline, |t| self.host.barrier(t))?;
                     c.barrier = match &self.leaders {
                         Some(l) if self.host.local_rank() == 0 => {
-                            BarrierPhase::Leaders(raw::Dissemination::new(*l))
+                            BarrierPhase::Leaders(Dissemination::new(*l))
                         }
                         _ => BarrierPhase::Release,
                     };
@@ -159,7 +160,7 @@ impl MpiEngine {
                     // in rank order (as the other engines do), which no tree (MPI's or a
                     // hierarchy's) does. Gather all inputs, fold them in rank order.
                     if input.len() * self.size <= BRUCK_MAX {
-                        c.reduce = ReducePhase::Bruck(raw::Bruck::new(input, self.comm));
+                        c.reduce = ReducePhase::Bruck(Bruck::new(input, self.comm));
                         continue;
                     }
                     let send = input.to_vec();
@@ -206,7 +207,7 @@ impl MpiEngine {
                         // Small: tiers' allgather among the leaders, fewer steps per call than
                         // MPI's non-blocking allreduce schedule.
                         let l = self.leaders.expect("several hosts have leaders");
-                        ReducePhase::LeadersBruck(raw::Bruck::new(&send, l))
+                        ReducePhase::LeadersBruck(Bruck::new(&send, l))
                     } else if leader {
                         let mut recv = vec![0u8; input.len()];
                         let l = self.leaders.expect("several hosts have leaders");

@@ -29,6 +29,7 @@
 //! [`MpiConfig::host_local`] off every rank is its own "host" and everything goes through MPI
 //! (the `tiers-mpi` rows of the benchmarks).
 
+mod algo;
 pub mod bench;
 mod coll;
 mod raw;
