@@ -31,7 +31,7 @@
 //! `tiers run` (`shm` engine); the [`Engine`] trait is the seam for more transports.
 //! [`endpoint`] adds message-driven objects on node-tier workers.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod atomic;
 pub mod bench;
@@ -54,7 +54,7 @@ mod world;
 pub use collective::{DataType, Op, Pod, Reducible};
 pub use config::{env, threads, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS, NOTIFICATIONS, QUEUES};
 pub use engine::{Engine, Transfer};
-pub use error::{Error, Rank, Result};
+pub use error::{Error, IoError, Rank, Result};
 pub use health::Health;
 pub use queue::Queue;
 pub use segment::Segment;

@@ -10,6 +10,13 @@ use std::ops::Range;
 impl World {
     /// Waits until one of the notifications `ids` of the local segment `seg` is set; returns the
     /// lowest such id (reset it with [`World::notify_reset`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchNotification`] for an empty range or one beyond
+    /// [`NOTIFICATIONS`](crate::NOTIFICATIONS), [`Error::NoSuchSegment`] when `seg` is not
+    /// registered, [`Error::Timeout`] when none came in time, [`Error::PeerFailed`] when a rank
+    /// has failed, [`Error::Mpi`] when MPI fails.
     pub fn notify_waitsome(
         &self,
         seg: SegId,
@@ -31,6 +38,11 @@ impl World {
     }
 
     /// Atomically reads and zeroes notification `id` of the local segment `seg`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchNotification`] for an id beyond [`NOTIFICATIONS`](crate::NOTIFICATIONS),
+    /// [`Error::NoSuchSegment`] when `seg` is not registered.
     pub fn notify_reset(&self, seg: SegId, id: usize) -> Result<u32> {
         self.check_notification(id)?;
         self.engine.notify_reset(seg.0, id)

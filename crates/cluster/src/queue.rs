@@ -41,6 +41,10 @@ impl Transfer {
 
 impl World {
     /// Queue `q` (`0..QUEUES`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchQueue`] when `q` is not below [`QUEUES`].
     pub fn queue(&self, q: usize) -> Result<Queue<'_>> {
         if q >= QUEUES {
             return Err(Error::NoSuchQueue {
@@ -105,6 +109,12 @@ impl<'w> Queue<'w> {
     }
 
     /// Posts a write of `len` bytes from `local[local_off..]` to `remote[remote_off..]` at `rank`.
+    ///
+    /// # Errors
+    ///
+    /// Nothing is posted when it fails: [`Error::NoSuchRank`], [`Error::QueueFull`],
+    /// [`Error::NoSuchSegment`] or [`Error::OutOfBounds`] for a bad argument or a full queue,
+    /// [`Error::PeerFailed`] when `rank` has failed, [`Error::Mpi`] when MPI fails.
     #[inline]
     pub fn write(
         &self,
@@ -121,6 +131,10 @@ impl<'w> Queue<'w> {
     }
 
     /// Posts a write described by `t`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`].
     #[inline]
     pub fn write_t(&self, t: &Transfer) -> Result<()> {
         self.check(t)?;
@@ -128,6 +142,10 @@ impl<'w> Queue<'w> {
     }
 
     /// Posts a read of `len` bytes from `remote[remote_off..]` at `rank` to `local[local_off..]`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`].
     #[inline]
     pub fn read(
         &self,
@@ -144,6 +162,10 @@ impl<'w> Queue<'w> {
     }
 
     /// Posts a read described by `t`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`].
     #[inline]
     pub fn read_t(&self, t: &Transfer) -> Result<()> {
         self.check(t)?;
@@ -152,6 +174,11 @@ impl<'w> Queue<'w> {
 
     /// Posts a write, then notification `id` = `value` (non-zero) at the target's segment
     /// `remote`; the notification becomes visible only after the data.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`], and [`Error::NoSuchNotification`] or [`Error::ZeroNotification`] for
+    /// a bad notification.
     #[allow(clippy::too_many_arguments)]
     pub fn write_notify(
         &self,
@@ -171,6 +198,10 @@ impl<'w> Queue<'w> {
     }
 
     /// Posts notification `id` = `value` (non-zero) at segment `seg` of `rank`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write_notify`].
     pub fn notify(&self, rank: Rank, seg: SegId, id: usize, value: u32) -> Result<()> {
         self.world.check_rank(rank)?;
         self.check_notify(id, value)?;
@@ -181,17 +212,30 @@ impl<'w> Queue<'w> {
 
     /// Posts many writes in one call. Either all fit in the queue or none is posted; a bad
     /// transfer stops the list there (the ones before it are posted) and is reported.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::QueueFull`] when the list does not fit (nothing is posted), else the error of
+    /// the first bad transfer (as [`Queue::write`]).
     pub fn write_list(&self, list: &[Transfer]) -> Result<()> {
         self.list(list, true)
     }
 
     /// Posts many reads in one call (as [`Queue::write_list`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write_list`].
     pub fn read_list(&self, list: &[Transfer]) -> Result<()> {
         self.list(list, false)
     }
 
     /// Posts many writes, then notification `id` = `value` at `(rank, seg)`, visible only after
     /// all of the data.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write_list`], and the notification's as [`Queue::notify`].
     pub fn write_list_notify(
         &self,
         list: &[Transfer],
@@ -239,6 +283,11 @@ impl<'w> Queue<'w> {
 
     /// Waits until everything posted on this queue is locally complete (sources reusable, read
     /// data present), and empties it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when not everything completed in time (the requests stay posted: wait
+    /// again), [`Error::Mpi`] when MPI fails.
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
         self.world.engine.wait(self.q, timeout)?;
         self.world.posted[self.q].store(0, Ordering::Relaxed);

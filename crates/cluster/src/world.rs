@@ -47,6 +47,13 @@ impl Builder {
     ///
     /// With `TIERS_ENGINE=local` and more than one rank, use [`spmd`](crate::spmd) instead,
     /// which starts one thread per rank.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Setup`] when the environment is wrong (an unknown engine, a variable that is
+    /// missing or not a number, several `local` ranks), [`Error::Io`] when the job's shared
+    /// memory cannot be mapped, [`Error::Mpi`] when MPI fails, and [`Error::Timeout`] or
+    /// [`Error::PeerFailed`] when not every rank joins within the init timeout.
     pub fn build(self) -> Result<World> {
         match engine::from_env()? {
             FromEnv::Threads { ranks: 1, .. } => self.local(1).map(|mut v| v.remove(0)),
@@ -67,6 +74,10 @@ impl Builder {
 
     /// `n` in-process worlds (the `local` engine), rank `i` at index `i`; give each to its own
     /// thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Setup`] when `n` is 0, [`Error::Io`] when the job's memory cannot be mapped.
     pub fn local(self, n: usize) -> Result<Vec<World>> {
         Ok(engine::local::job(n)?
             .into_iter()
@@ -86,6 +97,10 @@ impl Builder {
 }
 
 /// Joins the job the launcher started (see [`Builder::build`]).
+///
+/// # Errors
+///
+/// As [`Builder::build`].
 pub fn init() -> Result<World> {
     Builder::new().build()
 }
@@ -93,6 +108,10 @@ pub fn init() -> Result<World> {
 /// Runs `f` as every rank of this process: once with the process's world under the `shm`
 /// engine (or without a launcher), or on one thread per rank under the `local` engine
 /// (`tiers run --engine local`). Returns the results of this process's ranks in rank order.
+///
+/// # Errors
+///
+/// As [`Builder::build`].
 pub fn spmd<R: Send>(f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
     let b = Builder::new();
     let w = match engine::from_env()? {
@@ -109,6 +128,10 @@ pub fn spmd<R: Send>(f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
 /// Runs `f` on `n` in-process ranks (the `local` engine), one thread each, and returns their
 /// results in rank order. A rank whose closure panics is marked failed (its peers see
 /// `PeerFailed`); the panic is then re-raised here.
+///
+/// # Errors
+///
+/// As [`Builder::local`].
 pub fn run_local<R: Send>(n: usize, f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
     let ws = Builder::new().local(n)?;
     let f = &f;
@@ -186,6 +209,10 @@ impl World {
     }
 
     /// The health of `rank`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`] when `rank` is not in the world.
     pub fn health(&self, rank: Rank) -> Result<Health> {
         self.check_rank(rank)?;
         Ok(self.engine.health(rank))
@@ -197,6 +224,11 @@ impl World {
     }
 
     /// Collective barrier. After `Err(Timeout)`, calling it again resumes the same barrier.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when not every rank arrived in time (resumable),
+    /// [`Error::PeerFailed`] when a rank has failed or left, [`Error::Mpi`] when MPI fails.
     pub fn barrier(&self, timeout: Timeout) -> Result<()> {
         self.engine.barrier(timeout)
     }

@@ -64,7 +64,12 @@ pub(crate) fn job(n: usize) -> Result<Vec<MemEngine<LocalBacking>>> {
     if n == 0 {
         return Err(Error::Setup("a world needs at least one rank".into()));
     }
-    let map = Mapping::anonymous(Ctl::len(n)).map_err(|e| Error::Setup(e.to_string()))?;
+    let map = Mapping::anonymous(Ctl::len(n)).map_err(|e| {
+        Error::io(
+            format!("mapping the control block of an in-process job of {n} ranks"),
+            e,
+        )
+    })?;
     // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(n) bytes, kept in the job.
     let ctl = unsafe { Ctl::init(map.ptr(), n, std::process::id()) };
     let job = LocalBacking(Arc::new(LocalJob {

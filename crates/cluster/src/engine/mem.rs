@@ -498,10 +498,9 @@ impl<B: Backing> Engine for MemEngine<B> {
                     let len = size.checked_add(SEG_HEADER).ok_or_else(|| {
                         Error::Setup(format!("segment {seg}: size {size} too large"))
                     })?;
-                    let m = self
-                        .b
-                        .create_segment(seg, self.rank, len)
-                        .map_err(|e| Error::Setup(format!("segment {seg}: {e}")))?;
+                    let m = self.b.create_segment(seg, self.rank, len).map_err(|e| {
+                        Error::io(format!("creating segment {seg} ({size} bytes)"), e)
+                    })?;
                     self.ctl.rank(self.rank).seg_size[seg as usize]
                         .store(size as u64 + 1, Ordering::Release);
                     s[seg as usize] = SegSlot::Pending(m.clone(), size);

@@ -15,8 +15,9 @@
 //! `World`; they check segments and bounds, which only they know.
 //!
 //! Which engine a process runs is decided in one place, `engine::from_env`, from the
-//! environment ([`env`](mod@crate::env)). Engines depend on nothing above them: the world wraps
-//! what they build.
+//! environment ([`env`](mod@crate::env)). Engines depend on nothing above them (but for the
+//! compatibility functions [`local::run`] and [`local::worlds`]): the world wraps what they
+//! build.
 
 pub(crate) mod copy;
 pub(crate) mod ctl;

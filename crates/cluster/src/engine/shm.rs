@@ -73,7 +73,7 @@ impl Backing for ShmBacking {
 /// Joins `job` as `rank` (the control block must exist).
 pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
     let map = Mapping::open(&ctl_name(job))
-        .map_err(|e| Error::Setup(format!("job {job}: control block: {e}")))?;
+        .map_err(|e| Error::io(format!("opening the control block of job {job}"), e))?;
     // SAFETY: the mapping is page-aligned and `map.len()` long; it is kept in the backing.
     let ctl = unsafe { Ctl::attach(map.ptr(), map.len()) }
         .ok_or_else(|| Error::Setup(format!("job {job}: not a control block")))?;

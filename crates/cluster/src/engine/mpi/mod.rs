@@ -293,7 +293,7 @@ impl MpiEngine {
             raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             Mapping::open(&ctl_name)
         }
-        .map_err(|e| Error::Setup(format!("mpi engine: host control block: {e}")))?;
+        .map_err(|e| Error::io(format!("mapping the host's control block of job {job}"), e))?;
         let ctl = if hidx == 0 {
             // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(hsize) bytes, kept in
             // the backing below.

@@ -3,8 +3,8 @@
 //! except where a buffer must outlive a non-blocking request.
 //!
 //! Every call goes through [`call`] (or [`start`], for the calls that begin a non-blocking
-//! operation): it takes the MPI lock for the call and turns an error code into an
-//! [`Error`].
+//! operation): it takes the MPI lock for the call and turns an error code into
+//! [`Error::Mpi`].
 //!
 //! Thread safety: MPI is initialised with the level the program asks for. Unless the library
 //! provides `MPI_THREAD_MULTIPLE`, every call made here holds one process-wide lock, so any
@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::timeout::Deadline;
 use crate::wait::{self, Naps, Pace};
 use mpi::ffi;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
@@ -60,7 +60,7 @@ pub(crate) fn lock() -> Guard {
 }
 
 /// Runs one MPI call `f` (named `name`) under the MPI lock; a non-zero return code becomes
-/// an error.
+/// [`Error::Mpi`].
 #[inline]
 fn call(name: &'static str, f: impl FnOnce() -> c_int) -> Result<()> {
     let code = {
@@ -79,14 +79,42 @@ fn start(name: &'static str, f: impl FnOnce(&mut ffi::MPI_Request) -> c_int) -> 
     Ok(r)
 }
 
-/// `Ok` for `MPI_SUCCESS`, else an error naming the call and the code.
+/// `Ok` for `MPI_SUCCESS`, else [`Error::Mpi`] with MPI's description of `code`. Must not be
+/// called with the MPI lock held (the description is asked for under it).
 #[inline]
 fn check(name: &'static str, code: c_int) -> Result<()> {
     if code == 0 {
         Ok(())
     } else {
-        Err(Error::Setup(format!("{name} failed (MPI error {code})")))
+        Err(Error::Mpi {
+            call: name,
+            code,
+            message: error_string(code),
+        })
     }
+}
+
+/// `MPI_Error_string(code)`, or nothing when MPI is not running.
+#[cold]
+fn error_string(code: c_int) -> Box<str> {
+    let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize];
+    let (mut len, mut up, mut down): (c_int, c_int, c_int) = (0, 0, 0);
+    let _g = lock();
+    // SAFETY: MPI_Initialized and MPI_Finalized may be called at any time; MPI_Error_string
+    // writes at most MPI_MAX_ERROR_STRING characters into buf and their number into len.
+    let ok = unsafe {
+        ffi::MPI_Initialized(&mut up);
+        ffi::MPI_Finalized(&mut down);
+        up != 0 && down == 0 && ffi::MPI_Error_string(code, buf.as_mut_ptr(), &mut len) == 0
+    };
+    if !ok {
+        return "".into();
+    }
+    let bytes: Vec<u8> = buf[..(len.max(0) as usize).min(buf.len())]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into()
 }
 
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx, Slurm).
