@@ -1,4 +1,4 @@
-//! Tile rendering of a Mandelbrot image, the uneven workload of seed 004 (Fig. 8).
+//! Tile rendering of a Mandelbrot image, the uneven workload of [GPI-MCTP] (Fig. 8).
 //!
 //! The image is cut into S×S-pixel tiles. Points inside the set cost the full iteration limit
 //! and points far outside a few iterations, so tiles differ in cost by orders of magnitude. The

@@ -11,13 +11,15 @@
 //! sleep on their inbox, so an oversubscribed machine runs whoever has work. [`Delivery::Engine`] sends every
 //! message that way, to measure what the bypass saves.
 
+use crate::config::{self, ENDPOINT_SLEEP, MAX_SEGMENTS};
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
-use crate::world::{SegId, World, MAX_SEGMENTS};
+use crate::wait::{Naps, Pace};
+use crate::world::{SegId, World};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-use tiers_node::{Full, Inbox, InboxSender, Pool};
+use std::time::Duration;
+use tiers_node::{Backoff, Full, Inbox, InboxSender, Pool};
 
 /// An endpoint's global id.
 pub type EpId = usize;
@@ -64,10 +66,6 @@ const DONE_SEG: SegId = SegId(MAX_SEGMENTS - 1);
 const HEADER: usize = 8;
 /// A message that only wakes its worker.
 const WAKE: u32 = u32::MAX;
-/// How long an idle worker or progress thread sleeps before it re-checks for the end.
-const SLEEP: Duration = Duration::from_millis(1);
-/// How long an idle worker polls its inbox before it sleeps.
-const POLL: Duration = Duration::from_micros(50);
 
 struct Shared<'w> {
     world: &'w World,
@@ -100,6 +98,9 @@ fn push(
     mut m: Msg,
     stopped: &AtomicBool,
 ) -> std::result::Result<(), Msg> {
+    // The consumer drains its inbox between messages it handles: spin a little, then yield
+    // to it (never sleep: a full inbox empties within a handler's time).
+    let mut backoff = Backoff::new().never_sleep();
     loop {
         match s.push_notify(m) {
             Ok(()) => return Ok(()),
@@ -108,7 +109,7 @@ fn push(
                     return Err(back);
                 }
                 m = back;
-                std::thread::yield_now();
+                backoff.snooze();
             }
         }
     }
@@ -188,7 +189,10 @@ fn progress_thread(
 ) -> Result<()> {
     let mut buf = vec![0u8; sh.world.passive_max()];
     while !stop.load(Ordering::Acquire) {
-        match sh.world.passive_receive(&mut buf, Timeout::After(SLEEP)) {
+        match sh
+            .world
+            .passive_receive(&mut buf, Timeout::After(ENDPOINT_SLEEP))
+        {
             Ok((_, len)) if len >= HEADER => {
                 let to = u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes"));
                 let from = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
@@ -313,12 +317,11 @@ fn worker_loop<E: Endpoint>(
             if sh.finished()? {
                 return Ok(());
             }
-            let t = Instant::now();
-            while q.is_empty() && t.elapsed() < POLL {
-                std::hint::spin_loop();
-            }
+            // Poll the inbox a little, then sleep on it.
+            let mut pace = Pace::new(config::SPIN, Duration::ZERO, Naps::fixed(ENDPOINT_SLEEP));
+            while q.is_empty() && pace.busy() {}
             if q.is_empty() {
-                if let Some(m) = q.pop_timeout(SLEEP) {
+                if let Some(m) = q.pop_timeout(ENDPOINT_SLEEP) {
                     batch.push(m);
                 }
             }

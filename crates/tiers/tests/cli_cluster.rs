@@ -174,3 +174,33 @@ fn run_gives_stdin_to_rank_0_and_ends_when_its_output_closes() {
     assert_eq!(st.code(), Some(141));
     assert!(t.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn two_processes_cannot_join_as_one_rank() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let bench = format!("{exe} bench ranks --min-time 0.01 --quiet");
+    // Rank 1 starts a second copy of itself; every process's failure counts.
+    let script = format!(
+        "if [ $TIERS_RANK = 1 ]; then {bench} & pid=$!; fi; {bench}; s=$?; \
+         if [ -n \"$pid\" ]; then wait $pid || s=1; fi; exit $s"
+    );
+    let t = Instant::now();
+    let (code, _, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("rank 1 is already taken by process")
+            || err.contains("another process tried to join as this rank"),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(50), "{:?}", t.elapsed());
+}

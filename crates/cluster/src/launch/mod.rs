@@ -1,7 +1,7 @@
 //! The launcher: `tiers run -n N [--engine shm|local] [--threads T] [--prefix] -- PROGRAM ARGS`.
 //!
 //! It sweeps objects left by dead jobs, creates the job's control block, starts the ranks with
-//! their environment (see [`env`](crate::env)), pinned to distinct cores when there are enough,
+//! their environment (see [`env`](mod@crate::env)), pinned to distinct cores when there are enough,
 //! forwards their output (optionally prefixed with `[rank]`), and watches them: when one dies
 //! it marks the state vector (peers get `PeerFailed`), reports which rank died and how, ends the
 //! others after a grace period and fails. Every shared-memory object of the job is removed at
@@ -11,8 +11,8 @@
 //! group of its own, and ending a rank signals the whole group, so that what a rank started
 //! (a shell's children, say) ends with it.
 
+use crate::config::{env, LAUNCH_GRACE, LAUNCH_KILL_AFTER, LAUNCH_WATCH, PREFIX_LINE_MAX};
 use crate::engine::shm::{self, JobControl};
-use crate::env;
 use crate::sys;
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -86,10 +86,7 @@ pub enum Stop {
     OutputClosed,
 }
 
-/// The most ranks one launcher starts on one host. Each rank has a process, a slot in the
-/// job's control block (its passive-message mailbox is 16 × 32 KiB) and, with `--prefix`, two
-/// forwarding threads; no machine tiers targets has more cores than this.
-pub const MAX_RANKS: usize = 4096;
+pub use crate::config::MAX_RANKS;
 
 /// A job to launch.
 #[derive(Clone, Debug)]
@@ -131,7 +128,7 @@ impl Job {
             engine: "shm".into(),
             threads: 1,
             prefix: false,
-            grace: Duration::from_secs(2),
+            grace: LAUNCH_GRACE,
             pin: true,
             report: true,
             discard_stdout: false,
@@ -352,13 +349,13 @@ impl Job {
                 }
             }
             if let Some(t) = termed_at {
-                if t.elapsed() >= Duration::from_secs(1) {
+                if t.elapsed() >= LAUNCH_KILL_AFTER {
                     for r in (0..procs).filter(|&r| ends[r].is_none()) {
                         sys::signal_group(pids[r], libc::SIGKILL);
                     }
                 }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(LAUNCH_WATCH);
         }
         if let Some(g) = guardian {
             g.release();
@@ -442,10 +439,6 @@ fn shm_free_bytes() -> Option<u64> {
     let ok = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) } == 0;
     ok.then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
-
-/// The longest piece of a line `--prefix` holds before writing it out (a longer line is
-/// written in pieces, each with the prefix).
-const PREFIX_LINE_MAX: usize = 64 * 1024;
 
 /// Forwards a rank's output line by line with a `[rank] ` prefix; when the launcher's own
 /// output is closed, flags it and stops (the rank then gets SIGPIPE on its next write).

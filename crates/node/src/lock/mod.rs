@@ -1,4 +1,4 @@
-//! Locks and critical sections (seed 004, Fig. 5: the time to pass through a critical section
+//! Locks and critical sections ([GPI-MCTP], Fig. 5: the time to pass through a critical section
 //! that increments a shared integer).
 //!
 //! | lock | fairness | hand-off |

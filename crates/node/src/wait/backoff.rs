@@ -102,6 +102,8 @@ pub struct Backoff {
     sleep: bool,
     spin_for: Option<Duration>,
     spin_until: Option<Instant>,
+    yield_for: Option<Duration>,
+    yield_until: Option<Instant>,
     sleep_min: Duration,
     sleep_max: Duration,
     nap: Duration,
@@ -146,6 +148,10 @@ impl Backoff {
     /// [`SLEEP_MIN`](Backoff::SLEEP_MIN)): a wait that would end within the first nap anyway
     /// answers sooner when it is spun out, for the same core time.
     pub const SPIN_TIME: Duration = Duration::from_micros(50);
+    /// A timed spin phase ([`spin_for`](Backoff::spin_for)) reads the clock once every this
+    /// many steps: a step of one hint and a look at shared memory costs a few nanoseconds, a
+    /// clock read about twenty, so the phase overruns its time by at most a microsecond or so.
+    pub const CLOCK_EVERY: u32 = 64;
 
     /// The default schedule: spin up to [`SPIN_LIMIT`](Backoff::SPIN_LIMIT), yield
     /// [`YIELD_LIMIT`](Backoff::YIELD_LIMIT) times, then nap from
@@ -177,6 +183,8 @@ impl Backoff {
             sleep: true,
             spin_for: None,
             spin_until: None,
+            yield_for: None,
+            yield_until: None,
             sleep_min: Self::SLEEP_MIN,
             sleep_max: Self::SLEEP_MAX,
             nap: Self::SLEEP_MIN,
@@ -242,6 +250,21 @@ impl Backoff {
     #[inline]
     pub const fn yield_limit(mut self, yields: u32) -> Backoff {
         self.yield_limit = loom_bound(yields);
+        self.yield_for = None;
+        self
+    }
+
+    /// The yield phase lasts `time` from its first step (zero: none), as MPI's own blocking
+    /// calls yield while they wait when told the cores are oversubscribed.
+    #[inline]
+    pub const fn yield_for(mut self, time: Duration) -> Backoff {
+        if cfg!(loom) || time.is_zero() {
+            self.yield_limit = loom_bound(if time.is_zero() { 0 } else { 1 });
+            self.yield_for = None;
+        } else {
+            self.yield_limit = u32::MAX;
+            self.yield_for = Some(time);
+        }
         self
     }
 
@@ -345,10 +368,58 @@ impl Backoff {
         }
     }
 
+    /// One step of the spin or the yield phase, for a caller that sleeps on its own (on a
+    /// futex a peer rings, or naps of [`nap`](Backoff::nap) between polls of a progress
+    /// engine); `false`, doing nothing, once both phases are over.
+    ///
+    /// ```
+    /// use tiers_node::Backoff;
+    ///
+    /// let mut backoff = Backoff::new().spin_limit(0).spin_steps(3).yield_limit(2);
+    /// let mut steps = 0;
+    /// while backoff.busy() {
+    ///     steps += 1;
+    /// }
+    /// assert_eq!(steps, 5);
+    /// assert!(backoff.is_completed());
+    /// ```
+    #[inline]
+    pub fn busy(&mut self) -> bool {
+        if self.spins < self.spin_end && self.spin_time_left() {
+            if self.pause || cfg!(loom) {
+                Self::pause(1 << self.spins.min(self.spin_limit));
+            }
+            self.spins += 1;
+            return true;
+        }
+        if self.yield_left() {
+            yield_now();
+            self.yields = self.yields.saturating_add(1);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the yield phase has a step left; starts a timed phase's clock at its first step.
+    fn yield_left(&mut self) -> bool {
+        if self.yields >= self.yield_limit {
+            return false;
+        }
+        let Some(time) = self.yield_for else {
+            return true;
+        };
+        let now = Instant::now();
+        if now < *self.yield_until.get_or_insert(now + time) {
+            return true;
+        }
+        self.yield_limit = self.yields;
+        false
+    }
+
     /// The yield and sleep phases, kept out of the spin loop.
     #[cold]
     fn snooze_slow(&mut self) {
-        if self.yields < self.yield_limit || !self.sleep {
+        if self.yield_left() || !self.sleep {
             yield_now();
             self.yields = self.yields.saturating_add(1);
         } else {
@@ -370,6 +441,9 @@ impl Backoff {
         let Some(time) = self.spin_for else {
             return true;
         };
+        if self.spin_until.is_some() && self.spins % Self::CLOCK_EVERY != 0 {
+            return true;
+        }
         let now = Instant::now();
         if now < *self.spin_until.get_or_insert(now + time) {
             return true;
@@ -389,7 +463,11 @@ impl Backoff {
     /// better than a timed nap (a futex, `thread::park`) should do so now.
     #[inline]
     pub fn is_completed(&self) -> bool {
-        !self.is_spinning() && self.yields >= self.yield_limit
+        !self.is_spinning()
+            && (self.yields >= self.yield_limit
+                || self
+                    .yield_until
+                    .is_some_and(|until| Instant::now() >= until))
     }
 
     /// The next nap of the sleep phase, for a caller that sleeps on its own (a futex wait with
@@ -420,6 +498,11 @@ impl Backoff {
         self.spin_end = self.spin_steps;
         self.yields = 0;
         self.spin_until = None;
+        self.yield_until = None;
+        self.yield_limit = match self.yield_for {
+            Some(_) => u32::MAX,
+            None => self.yield_limit,
+        };
         self.nap = self.sleep_min;
     }
 }

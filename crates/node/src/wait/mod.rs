@@ -3,7 +3,7 @@
 //! [`Backoff`], the waiting schedule (spin, yield, sleep) that every wait of the node tier
 //! runs, for the other tiers to use too.
 //!
-//! MCTP's lesson (seed 004) is that no single way of waiting wins: busy spinning answers
+//! MCTP's lesson ([GPI-MCTP]) is that no single way of waiting wins: busy spinning answers
 //! fastest but burns a core and the memory bus, PAUSE-spinning is nearly as fast and kinder to
 //! a sibling hyperthread, and sleeping in the kernel costs microseconds but frees the core when
 //! arrival times differ by milliseconds. The adaptive policy spins briefly, then sleeps.

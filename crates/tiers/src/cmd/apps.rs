@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tiers_apps::alu::{generate, AluSpec};
-use tiers_apps::cluster::{da_pwc, ClusterOptions, Event, Method};
+use tiers_apps::clustering::{da_pwc, ClusterOptions, Event, Method};
 use tiers_apps::compare::{adjusted_rand_index, procrustes};
 use tiers_apps::distance::{pairwise_with_progress, Metric};
 use tiers_apps::mds::{smacof, MdsOptions};
@@ -288,7 +288,7 @@ fn read_matrix(
 
 /// Reads a cluster file of exactly `n` points.
 fn read_labels(path: &Path, n: usize) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
-    let l = tiers_apps::cluster::parse_labels(&read_text(path)?, &path.display().to_string())?;
+    let l = tiers_apps::clustering::parse_labels(&read_text(path)?, &path.display().to_string())?;
     if l.len() != n {
         return Err(format!(
             "{}: {} labels, the matrix has {n} points",
@@ -591,7 +591,7 @@ pub fn run(cmd: AppCommand) -> Res {
             let mut sizes = vec![0usize; r.k];
             r.labels.iter().for_each(|&l| sizes[l] += 1);
             eprintln!("[cluster] sizes {sizes:?}");
-            write_text(&a.out, &tiers_apps::cluster::format_labels(&r.labels))?;
+            write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
             if let (Some(refl), Some(refp)) = (&reference, &a.reference) {
                 println!(
                     "adjusted Rand index vs {}: {:.4}",

@@ -1,4 +1,4 @@
-//! `tiers bench kneighbor`: seed 001's kNeighbor with k = 3. Every element sends a message to
+//! `tiers bench kneighbor`: [Mei2010]'s kNeighbor with k = 3. Every element sends a message to
 //! its 3 neighbours on each side and waits for all 6 replies; then the next step. Three ways on
 //! the same elements (placed round-robin on the workers): `tiers-smp` (one process, 2 workers,
 //! messages between workers straight into the target inbox), `tiers-smp-nobypass` (the same

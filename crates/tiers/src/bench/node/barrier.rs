@@ -1,5 +1,5 @@
 //! `tiers bench barrier`: ns per barrier episode, every tiers barrier against std, pthread and
-//! OpenMP barriers (seed 004, Fig. 4), all on threads pinned compactly.
+//! OpenMP barriers ([GPI-MCTP], Fig. 4), all on threads pinned compactly.
 
 use super::{peers, threads};
 use serde_json::json;
