@@ -11,7 +11,7 @@ use tiers_apps::compare::{adjusted_rand_index, procrustes};
 use tiers_apps::distance::{pairwise_with_progress, Metric};
 use tiers_apps::mds::{smacof, MdsOptions};
 use tiers_apps::model::Run;
-use tiers_apps::render::{render, RenderSpec, TileSchedule};
+use tiers_apps::render::{render_ranks, RenderSpec, TileSchedule};
 use tiers_apps::{fasta, matrix, model};
 use tiers_node::Pool;
 
@@ -327,13 +327,26 @@ fn runs_out(runs: &Option<PathBuf>) -> Option<Output<'_>> {
 }
 
 fn record(runs: &Option<PathBuf>, app: &str, threads: usize, size: usize, seconds: f64) -> Res {
+    record_ranks(runs, app, threads, 1, size, seconds)
+}
+
+/// Appends a run of `ranks` ranks of `threads` threads each (the model's p = threads x
+/// ranks; `nodes` in the runs file counts ranks).
+fn record_ranks(
+    runs: &Option<PathBuf>,
+    app: &str,
+    threads: usize,
+    ranks: usize,
+    size: usize,
+    seconds: f64,
+) -> Res {
     if let Some(p) = runs {
         crate::runs::append(
             p,
             Run {
                 app: app.into(),
                 threads,
-                nodes: 1,
+                nodes: ranks,
                 size,
                 seconds,
             },
@@ -621,18 +634,34 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&[], &outs)?;
-            let p = pool(a.threads)?;
-            let img = render(&p, &spec, schedule);
+            // Every thread of every rank of the job (one rank when started alone) takes tiles;
+            // rank 0 assembles the image.
+            let threads = a.threads;
+            let results = tiers_cluster::spmd(|w| {
+                let p = pool(threads).map_err(|e| e.to_string())?;
+                let img = render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string())?;
+                Ok::<_, String>((w.size(), img))
+            })?;
+            let mut assembled = None;
+            for r in results {
+                if let (size, Some(img)) = r? {
+                    assembled = Some((size, img));
+                }
+            }
+            let Some((ranks, img)) = assembled else {
+                return Ok(()); // a rank other than 0: rank 0 writes the image
+            };
             tiers_apps::files::write_atomic(
                 &a.out,
                 &draw::encode_png(img.width, img.height, &img.rgb)?,
             )?;
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
-            eprintln!("rendered {}x{} in {:.3} s ({:?}, {} threads, busy per worker [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
-            record(
+            eprintln!("rendered {}x{} in {:.3} s ({:?}, {ranks} ranks x {} threads, busy per worker of rank 0 [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
+            record_ranks(
                 &a.runs,
                 &format!("render-{}", a.schedule),
                 a.threads,
+                ranks,
                 a.width * a.height,
                 img.seconds,
             )
