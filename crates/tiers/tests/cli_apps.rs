@@ -559,3 +559,79 @@ fn matrices_that_are_not_distances_are_refused() {
         assert!(e.contains(want), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn distances_across_ranks_are_the_same_bytes() {
+    let dir = Dir::new("dist-ranks");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "90", "--out", &fa]);
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    for (metric, ext) in [("kmer", "bin"), ("swg:native", "npy"), ("hamming", "bin")] {
+        let one = dir.path(&format!("one-{ext}.{ext}"));
+        let (ok1, _, err) = tiers(&[
+            "distances",
+            &fa,
+            "--metric",
+            metric,
+            "--out",
+            &one,
+            "--quiet",
+        ]);
+        if metric == "hamming" {
+            // Alu copies differ in length: refused the same way on every pattern.
+            assert!(!ok1 && err.contains("equal-length"), "{err}");
+            let e = fail(&[
+                "run",
+                "-n",
+                "2",
+                "--",
+                exe,
+                "distances",
+                &fa,
+                "--metric",
+                metric,
+                "--out",
+                &dir.path("h.bin"),
+                "--quiet",
+            ]);
+            assert!(e.contains("equal-length"), "{e}");
+            continue;
+        }
+        assert!(ok1, "{err}");
+        let want = std::fs::read(&one).unwrap();
+        for (engine, n, threads) in [("shm", "2", "1"), ("shm", "3", "1"), ("local", "2", "2")] {
+            let out = dir.path(&format!("{engine}-{n}-{threads}.{ext}"));
+            let (_, err) = ok(&[
+                "run",
+                "-n",
+                n,
+                "--engine",
+                engine,
+                "--no-pin",
+                "--",
+                exe,
+                "distances",
+                &fa,
+                "--metric",
+                metric,
+                "--threads",
+                threads,
+                "--out",
+                &out,
+                "--quiet",
+            ]);
+            assert_eq!(err.matches("wrote").count(), 1, "{err}");
+            assert!(
+                std::fs::read(&out).unwrap() == want,
+                "{metric} {engine} -n {n} x {threads}"
+            );
+        }
+        // No temporary file is left beside the output.
+        let left: Vec<String> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tiers_apps::alu::{generate, AluSpec};
 use tiers_apps::clustering::{da_pwc, ClusterOptions, Event, Method};
 use tiers_apps::compare::{adjusted_rand_index, procrustes};
-use tiers_apps::distance::{pairwise_with_progress, Metric};
+use tiers_apps::distance::{pairwise_ranks, pairwise_with_progress, Metric};
 use tiers_apps::mds::{smacof, MdsOptions};
 use tiers_apps::model::Run;
 use tiers_apps::render::{render_ranks, RenderSpec, TileSchedule};
@@ -408,36 +408,65 @@ pub fn run(cmd: AppCommand) -> Res {
                 4,
             )?;
             let seqs: Vec<&[u8]> = recs.iter().map(|r| r.seq.as_slice()).collect();
-            let p = pool(a.threads)?;
-            let t0 = Instant::now();
-            let quiet = a.quiet;
-            let d = pairwise_with_progress(&p, &seqs, metric, |done, total| {
-                if !quiet {
-                    let s = t0.elapsed().as_secs_f64();
-                    eprintln!(
-                        "[distances] {done} of {total} pairs ({:.0} %), {s:.1} s, about {:.0} s to go",
-                        100.0 * done as f64 / total as f64,
-                        s * (total - done) as f64 / done.max(1) as f64
-                    );
+            let n = seqs.len();
+            let (quiet, threads, be) = (a.quiet, a.threads, a.big_endian);
+            // Every rank of the job (one when started alone) computes its rows with its
+            // threads and writes them into the one output file at their offset.
+            let results = tiers_cluster::spmd(|w| -> Result<Option<(usize, f64)>, String> {
+                let p = pool(threads).map_err(|e| e.to_string())?;
+                let t0 = Instant::now();
+                let report = |done: usize, total: usize| {
+                    if !quiet && w.rank() == 0 {
+                        let s = t0.elapsed().as_secs_f64();
+                        eprintln!(
+                            "[distances] {done} of {total} pairs ({:.0} %), {s:.1} s, about {:.0} s to go",
+                            100.0 * done as f64 / total as f64,
+                            s * (total - done) as f64 / done.max(1) as f64
+                        );
+                    }
+                };
+                if w.size() == 1 {
+                    let d = pairwise_with_progress(&p, &seqs, metric, report)
+                        .map_err(|e| e.to_string())?;
+                    let secs = t0.elapsed().as_secs_f64();
+                    matrix::write(&a.out, &d, be).map_err(|e| e.to_string())?;
+                    return Ok(Some((1, secs)));
                 }
+                let format = matrix::Format::from_path(&a.out, be).map_err(|e| e.to_string())?;
+                if format == matrix::Format::Csv {
+                    return Err("across ranks the matrix is written as .bin or .npy (each rank writes its rows in place), not .csv".into());
+                }
+                let block =
+                    pairwise_ranks(w, &p, &seqs, metric, report).map_err(|e| e.to_string())?;
+                let secs = t0.elapsed().as_secs_f64();
+                super::rows_file::write(w, &a.out, format, &block).map_err(|e| e.to_string())?;
+                Ok((w.rank() == 0).then_some((w.size(), secs)))
             })?;
-            let secs = t0.elapsed().as_secs_f64();
-            matrix::write(&a.out, &d, a.big_endian)?;
-            let pairs = (d.n * d.n.saturating_sub(1) / 2) as f64;
+            let mut done = None;
+            for r in results {
+                if let Some(x) = r? {
+                    done = Some(x);
+                }
+            }
+            let Some((ranks, secs)) = done else {
+                return Ok(());
+            };
+            let pairs = (n * n.saturating_sub(1) / 2) as f64;
             eprintln!(
-                "{} distances of {} sequences: {:.3} s, {:.3e} pairs/s, {} threads; wrote {}",
+                "{} distances of {} sequences: {:.3} s, {:.3e} pairs/s, {ranks} ranks x {} threads; wrote {}",
                 metric.name(),
-                d.n,
+                n,
                 secs,
                 pairs / secs,
                 a.threads,
                 a.out.display()
             );
-            record(
+            record_ranks(
                 &a.runs,
                 &format!("distances-{}", metric.name()),
                 a.threads,
-                d.n,
+                ranks,
+                n,
                 secs,
             )
         }

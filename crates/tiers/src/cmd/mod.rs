@@ -9,6 +9,7 @@ pub mod apps;
 pub mod bench;
 mod outputs;
 pub mod pipeline;
+mod rows_file;
 pub mod run;
 pub mod topo;
 
