@@ -635,3 +635,47 @@ fn distances_across_ranks_are_the_same_bytes() {
         assert!(left.is_empty(), "{left:?}");
     }
 }
+
+#[test]
+fn mds_across_ranks_gives_the_same_points() {
+    let dir = Dir::new("mds-ranks");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "120", "--out", &fa]);
+    let d = dir.path("d.npy");
+    ok(&["distances", &fa, "--metric", "kmer", "--out", &d, "--quiet"]);
+    let one = dir.path("one.csv");
+    ok(&["mds", &d, "--out", &one, "--max-iter", "40", "--quiet"]);
+    let want = std::fs::read(&one).unwrap();
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    for (engine, n, threads) in [("shm", "2", "1"), ("shm", "3", "1"), ("local", "2", "2")] {
+        let out = dir.path(&format!("{engine}-{n}-{threads}.csv"));
+        let plot = dir.path(&format!("{engine}-{n}-{threads}.svg"));
+        let (_, err) = ok(&[
+            "run",
+            "-n",
+            n,
+            "--engine",
+            engine,
+            "--no-pin",
+            "--",
+            exe,
+            "mds",
+            &d,
+            "--out",
+            &out,
+            "--plot",
+            &plot,
+            "--max-iter",
+            "40",
+            "--threads",
+            threads,
+            "--quiet",
+        ]);
+        assert!(err.contains(&format!("{n} ranks")), "{err}");
+        assert!(
+            std::fs::read(&out).unwrap() == want,
+            "{engine} -n {n} x {threads}"
+        );
+        assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+    }
+}

@@ -267,6 +267,186 @@ fn write_text(path: &Path, text: &str) -> Res {
     Ok(tiers_apps::files::write_atomic(path, text.as_bytes())?)
 }
 
+/// `tiers mds` as one process: the whole matrix, checked, on this process's threads.
+fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
+    let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
+    opts.validate(d.n)?;
+    // Every input is read and checked before the work starts.
+    let reference = match &a.reference {
+        Some(refp) => {
+            let (y, _) = tiers_apps::mds::parse_points(
+                &read_text(refp)?,
+                a.dims,
+                &refp.display().to_string(),
+            )?;
+            if y.len() != d.n * a.dims {
+                return Err(format!(
+                    "{}: {} points, the matrix has {}",
+                    refp.display(),
+                    y.len() / a.dims,
+                    d.n
+                )
+                .into());
+            }
+            Some(y)
+        }
+        None => None,
+    };
+    let labels = match &a.labels {
+        Some(l) => Some(read_labels(l, d.n)?),
+        None => None,
+    };
+    let p = pool(a.threads)?;
+    let (quiet, every) = (a.quiet, a.progress_every.max(1));
+    let r = smacof(&p, &d, None, opts, |k, s| {
+        if !quiet && (k < 10 || k % every == 0) {
+            eprintln!(
+                "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
+                s.raw, s.normalized
+            );
+        }
+    });
+    let Some(last) = r.stress.last().copied() else {
+        return Err("MDS ran no iteration".into());
+    };
+    eprintln!(
+        "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} threads)",
+        r.iterations,
+        if r.converged { "converged" } else { "iteration limit" },
+        last.raw,
+        last.normalized,
+        r.seconds,
+        r.seconds / r.stress.len() as f64,
+        a.threads
+    );
+    let csv = a
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    write_text(
+        &a.out,
+        &tiers_apps::mds::format_points(&r.points, a.dims, csv),
+    )?;
+    if let Some(y) = &reference {
+        let pr = procrustes(&r.points, y, a.dims);
+        let mut ys = tiers_apps::mds::stress(&p, &d, y, a.dims);
+        ys /= tiers_apps::mds::delta_norm(&d);
+        println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
+    }
+    if let Some(pp) = &a.plot {
+        let labels = labels.unwrap_or_else(|| vec![0; d.n]);
+        draw::write(
+            pp,
+            &r.points,
+            a.dims,
+            &labels,
+            &format!("SMACOF MDS of {} points", d.n),
+        )?;
+    }
+    record(
+        &a.runs,
+        "mds",
+        a.threads,
+        d.n,
+        r.seconds / r.stress.len() as f64,
+    )
+}
+
+/// `tiers mds` as one rank of a job: this rank's rows of the matrix (read by offset), the
+/// configuration gathered every iteration; rank 0 writes the points and the plot.
+fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
+    let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
+    opts.validate(n)?;
+    let rows = tiers_apps::distance::owned_rows(n, w.size(), w.rank());
+    let block = matrix::read_rows(&a.input, a.big_endian, rows)?;
+    let root = w.rank() == 0;
+    let reference = match (&a.reference, root) {
+        (Some(refp), true) => {
+            let (y, _) = tiers_apps::mds::parse_points(
+                &read_text(refp)?,
+                a.dims,
+                &refp.display().to_string(),
+            )?;
+            if y.len() != n * a.dims {
+                return Err(format!(
+                    "{}: {} points, the matrix has {n}",
+                    refp.display(),
+                    y.len() / a.dims
+                )
+                .into());
+            }
+            Some(y)
+        }
+        _ => None,
+    };
+    let labels = match (&a.labels, root) {
+        (Some(l), true) => Some(read_labels(l, n)?),
+        _ => None,
+    };
+    let p = pool(a.threads)?;
+    let (quiet, every) = (a.quiet, a.progress_every.max(1));
+    let r = tiers_apps::mds::smacof_ranks(w, &p, &block, opts, |k, s| {
+        if root && !quiet && (k < 10 || k % every == 0) {
+            eprintln!(
+                "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
+                s.raw, s.normalized
+            );
+        }
+    })?;
+    if !root {
+        return Ok(());
+    }
+    let Some(last) = r.stress.last().copied() else {
+        return Err("MDS ran no iteration".into());
+    };
+    eprintln!(
+        "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} ranks x {} threads)",
+        r.iterations,
+        if r.converged { "converged" } else { "iteration limit" },
+        last.raw,
+        last.normalized,
+        r.seconds,
+        r.seconds / r.stress.len() as f64,
+        w.size(),
+        a.threads
+    );
+    let csv = a
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    write_text(
+        &a.out,
+        &tiers_apps::mds::format_points(&r.points, a.dims, csv),
+    )?;
+    if let Some(y) = &reference {
+        let pr = procrustes(&r.points, y, a.dims);
+        println!(
+            "procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}",
+            pr.disparity,
+            1.0 - pr.disparity,
+            pr.rms
+        );
+    }
+    if let Some(pp) = &a.plot {
+        let labels = labels.unwrap_or_else(|| vec![0; n]);
+        draw::write(
+            pp,
+            &r.points,
+            a.dims,
+            &labels,
+            &format!("SMACOF MDS of {n} points"),
+        )?;
+    }
+    record_ranks(
+        &a.runs,
+        "mds",
+        a.threads,
+        w.size(),
+        n,
+        r.seconds / r.stress.len() as f64,
+    )
+}
+
 /// Reads and validates a distance matrix, averaging asymmetric pairs when asked.
 fn read_matrix(
     path: &Path,
@@ -487,87 +667,17 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
-            let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
-            opts.validate(d.n)?;
-            // Every input is read and checked before the work starts.
-            let reference = match &a.reference {
-                Some(refp) => {
-                    let (y, _) = tiers_apps::mds::parse_points(
-                        &read_text(refp)?,
-                        a.dims,
-                        &refp.display().to_string(),
-                    )?;
-                    if y.len() != d.n * a.dims {
-                        return Err(format!(
-                            "{}: {} points, the matrix has {}",
-                            refp.display(),
-                            y.len() / a.dims,
-                            d.n
-                        )
-                        .into());
-                    }
-                    Some(y)
+            let results = tiers_cluster::spmd(|w| -> Result<(), String> {
+                if w.size() == 1 {
+                    mds_alone(&a, &opts).map_err(|e| e.to_string())
+                } else {
+                    mds_ranks(w, &a, &opts).map_err(|e| e.to_string())
                 }
-                None => None,
-            };
-            let labels = match &a.labels {
-                Some(l) => Some(read_labels(l, d.n)?),
-                None => None,
-            };
-            let p = pool(a.threads)?;
-            let (quiet, every) = (a.quiet, a.progress_every.max(1));
-            let r = smacof(&p, &d, None, &opts, |k, s| {
-                if !quiet && (k < 10 || k % every == 0) {
-                    eprintln!(
-                        "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
-                        s.raw, s.normalized
-                    );
-                }
-            });
-            let Some(last) = r.stress.last().copied() else {
-                return Err("MDS ran no iteration".into());
-            };
-            eprintln!(
-                "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} threads)",
-                r.iterations,
-                if r.converged { "converged" } else { "iteration limit" },
-                last.raw,
-                last.normalized,
-                r.seconds,
-                r.seconds / r.stress.len() as f64,
-                a.threads
-            );
-            let csv = a
-                .out
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-            write_text(
-                &a.out,
-                &tiers_apps::mds::format_points(&r.points, a.dims, csv),
-            )?;
-            if let Some(y) = &reference {
-                let pr = procrustes(&r.points, y, a.dims);
-                let mut ys = tiers_apps::mds::stress(&p, &d, y, a.dims);
-                ys /= tiers_apps::mds::delta_norm(&d);
-                println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
+            })?;
+            for r in results {
+                r?;
             }
-            if let Some(pp) = &a.plot {
-                let labels = labels.unwrap_or_else(|| vec![0; d.n]);
-                draw::write(
-                    pp,
-                    &r.points,
-                    a.dims,
-                    &labels,
-                    &format!("SMACOF MDS of {} points", d.n),
-                )?;
-            }
-            record(
-                &a.runs,
-                "mds",
-                a.threads,
-                d.n,
-                r.seconds / r.stress.len() as f64,
-            )
+            Ok(())
         }
         AppCommand::Cluster(a) => {
             if !(a.power > 0.0 && a.power.is_finite()) {
