@@ -7,6 +7,7 @@
 
 pub mod apps;
 pub mod bench;
+pub mod gaspi;
 mod outputs;
 pub mod pipeline;
 mod rows_file;
@@ -51,6 +52,8 @@ pub enum Command {
     Pipeline(pipeline::PipelineArgs),
     /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher).
     Run(run::RunArgs),
+    /// GASPI for C programs: install tiers' GASPI library and headers, or run a GASPI program like gaspi_run.
+    Gaspi(gaspi::GaspiArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -63,6 +66,7 @@ impl Command {
             Command::Bench(a) => bench::run(a),
             Command::Pipeline(a) => pipeline::run(a),
             Command::Run(a) => run::run(a),
+            Command::Gaspi(a) => gaspi::run(a),
             Command::App(c) => apps::run(c),
         }
     }
