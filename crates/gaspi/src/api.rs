@@ -366,14 +366,14 @@ api! {
         let q = c.queue(q)?;
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         c.reserve(q, 1)?;
-        c.tq(q).write_t(&t).map_err(|e| { c.unreserve(q, 1); err(e) })
+        c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })
     }
     fn gaspi_read / pgaspi_read(ls: u8, lo: u64, rank: u16, rs: u8, ro: u64, size: u64, q: u8, _timeout: u64) {
         let c = ctx()?;
         let q = c.queue(q)?;
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         c.reserve(q, 1)?;
-        c.tq(q).read_t(&t).map_err(|e| { c.unreserve(q, 1); err(e) })
+        c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })
     }
     fn gaspi_write_list / pgaspi_write_list(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, q: u8, _timeout: u64) {
         let c = ctx()?;
@@ -415,10 +415,10 @@ api! {
             return Err(GASPI_ERR_INV_NOTIF_VAL);
         }
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
-        let rm = c.remote(t.rank, rs)?;
+        let rm = c.remote(t.remote.rank, rs)?;
         c.reserve(q, 2)?;
-        c.tq(q).write_t(&t).map_err(|e| { c.unreserve(q, 2); err(e) })?;
-        c.set_notification(q % tiers_cluster::QUEUES, t.rank, rm.notif + id * 8, value as u64)
+        c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 2); err(e) })?;
+        c.set_notification(q % tiers_cluster::QUEUES, t.remote.rank, rm.notif + id * 8, value as u64)
     }
     fn gaspi_write_list_notify / pgaspi_write_list_notify(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, ns: u8, id: u32, value: u32, q: u8, _timeout: u64) {
         let c = ctx()?;
@@ -439,7 +439,7 @@ api! {
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         let l = c.seg(ls)?;
         c.reserve(q, 2)?;
-        c.tq(q).read_t(&t).map_err(|e| { c.unreserve(q, 2); err(e) })?;
+        c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 2); err(e) })?;
         if !c.mem_engine {
             c.tq(q).wait(Timeout::Block).map_err(err)?;
         }

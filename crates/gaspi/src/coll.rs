@@ -14,7 +14,7 @@ use crate::ctx::{err, poll, Ctx, GroupSlot, HEAP, R};
 use crate::types::*;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
-use tiers_cluster::{Transfer, QUEUES};
+use tiers_cluster::QUEUES;
 
 impl Ctx {
     pub fn group(&self, g: gaspi_group_t) -> R<MutexGuard<'_, GroupSlot>> {
@@ -101,7 +101,7 @@ impl Ctx {
                 let q = self.w.queue(QUEUES - 1).map_err(err)?;
                 for &m in &members {
                     if m != self.rank && !input.is_empty() {
-                        q.write_t(&Transfer::new(HEAP, mine, m, HEAP, mine, input.len()))
+                        q.write(HEAP.at(mine), HEAP.on(m, mine), input.len())
                             .map_err(err)?;
                     }
                 }

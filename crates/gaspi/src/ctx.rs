@@ -459,8 +459,7 @@ impl Ctx {
         }
         let e = self.dir(self.rank, id as usize);
         let q = self.w.queue(QUEUES - 1).map_err(err)?;
-        q.write_t(&Transfer::new(HEAP, e, rank, HEAP, e, 32))
-            .map_err(err)?;
+        q.write(HEAP.at(e), HEAP.on(rank, e), 32).map_err(err)?;
         q.wait(tmo(timeout)).map_err(err)
     }
 
@@ -526,11 +525,8 @@ impl Ctx {
             return Err(GASPI_ERR_INV_REM_OFF);
         }
         Ok(Transfer::new(
-            HEAP,
-            l.data + loff as usize,
-            r,
-            HEAP,
-            rm.data + roff as usize,
+            HEAP.at(l.data + loff as usize),
+            HEAP.on(r, rm.data + roff as usize),
             size as usize,
         ))
     }
