@@ -678,4 +678,17 @@ fn mds_across_ranks_gives_the_same_points() {
         );
         assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
     }
+    // Commands that run on one rank say so instead of racing on their outputs.
+    let e = fail(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        exe,
+        "cluster",
+        &d,
+        "--out",
+        &dir.path("c.txt"),
+    ]);
+    assert!(e.contains("runs on one rank's threads"), "{e}");
 }

@@ -680,6 +680,7 @@ pub fn run(cmd: AppCommand) -> Res {
             Ok(())
         }
         AppCommand::Cluster(a) => {
+            super::one_rank_only("cluster")?;
             if !(a.power > 0.0 && a.power.is_finite()) {
                 return Err(format!("--power must be a positive number, not {}", a.power).into());
             }
