@@ -678,17 +678,52 @@ fn mds_across_ranks_gives_the_same_points() {
         );
         assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
     }
-    // Commands that run on one rank say so instead of racing on their outputs.
+    // Clustering across ranks (each rank holds its rows of δ; the products are gathered):
+    // the same labels, both procedures.
+    for spidal in [false, true] {
+        let mut args = vec!["--max-clusters", "4", "--quiet"];
+        if spidal {
+            args.extend(["--spidal", "--min-cluster-size", "5"]);
+        }
+        let one = dir.path(&format!("c1-{spidal}.txt"));
+        let mut a1 = vec!["cluster", d.as_str(), "--out", one.as_str()];
+        a1.extend(args.iter().copied());
+        ok(&a1);
+        for (engine, n) in [("shm", "2"), ("local", "3")] {
+            let outp = dir.path(&format!("c-{engine}-{n}-{spidal}.txt"));
+            let mut ar = vec![
+                "run",
+                "-n",
+                n,
+                "--engine",
+                engine,
+                "--no-pin",
+                "--",
+                exe,
+                "cluster",
+                d.as_str(),
+                "--out",
+                outp.as_str(),
+            ];
+            ar.extend(args.iter().copied());
+            ok(&ar);
+            assert_eq!(
+                std::fs::read(&outp).unwrap(),
+                std::fs::read(&one).unwrap(),
+                "{engine} -n {n}, spidal {spidal}"
+            );
+        }
+    }
+    // The pipeline runs on one rank and says so instead of racing on its outputs.
     let e = fail(&[
         "run",
         "-n",
         "2",
         "--",
         exe,
-        "cluster",
-        &d,
+        "pipeline",
         "--out",
-        &dir.path("c.txt"),
+        &dir.path("pipe"),
     ]);
     assert!(e.contains("runs on one rank's threads"), "{e}");
 }

@@ -447,6 +447,114 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
     )
 }
 
+/// The progress lines of `tiers cluster`.
+fn cluster_event(quiet: bool) -> impl FnMut(&Event) {
+    move |e| {
+        if quiet {
+            return;
+        }
+        match e {
+            Event::Split { t, cluster, lambda } => eprintln!("[cluster] T {t:.5e}: split cluster {cluster} (eigenvalue {lambda:.5e})"),
+            Event::Temperature { t, k, em, uncertainty } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
+        }
+    }
+}
+
+/// What `tiers cluster` reports and writes once the clustering is done (rank 0).
+fn cluster_report(
+    a: &ClusterArgs,
+    r: &tiers_apps::clustering::ClusterResult,
+    reference: Option<&[usize]>,
+    ranks: usize,
+    n: usize,
+) -> Res {
+    eprintln!(
+        "[cluster] {} clusters, {} temperatures, {} EM iterations, {:.3} s ({:.4} s/EM iteration, {ranks} ranks x {} threads)",
+        r.k,
+        r.temperatures,
+        r.em_iterations,
+        r.seconds,
+        r.seconds / r.em_iterations.max(1) as f64,
+        a.threads
+    );
+    let mut sizes = vec![0usize; r.k];
+    r.labels.iter().for_each(|&l| sizes[l] += 1);
+    eprintln!("[cluster] sizes {sizes:?}");
+    write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
+    if let (Some(refl), Some(refp)) = (reference, &a.reference) {
+        println!(
+            "adjusted Rand index vs {}: {:.4}",
+            refp.display(),
+            adjusted_rand_index(&r.labels, refl)
+        );
+    }
+    record_ranks(
+        &a.runs,
+        "cluster",
+        a.threads,
+        ranks,
+        n,
+        r.seconds / r.em_iterations.max(1) as f64,
+    )
+}
+
+/// At most as many clusters as points, said when the request is larger.
+fn fit_clusters(opts: &mut ClusterOptions, n: usize) {
+    if opts.max_clusters > n {
+        eprintln!(
+            "[cluster] {n} points: at most {n} clusters (--max-clusters {})",
+            opts.max_clusters
+        );
+        opts.max_clusters = n;
+    }
+}
+
+/// `tiers cluster` as one process: the whole matrix, checked, on this process's threads.
+fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
+    let mut d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
+    let reference = match &a.reference {
+        Some(refp) => Some(read_labels(refp, d.n)?),
+        None => None,
+    };
+    fit_clusters(&mut opts, d.n);
+    opts.validate(d.n)?;
+    if a.power != 1.0 {
+        d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+    }
+    let p = pool(a.threads)?;
+    let r = da_pwc(&p, &d, &opts, cluster_event(a.quiet));
+    cluster_report(a, &r, reference.as_deref(), 1, d.n)
+}
+
+/// `tiers cluster` as one rank of a job: this rank's rows of the matrix (read by offset), the
+/// products δ·M gathered from every rank; rank 0 writes the labels.
+fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
+    let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
+    fit_clusters(&mut opts, n);
+    opts.validate(n)?;
+    let rows = tiers_apps::distance::owned_rows(n, w.size(), w.rank());
+    let mut block = matrix::read_rows(&a.input, a.big_endian, rows)?;
+    if a.power != 1.0 {
+        block
+            .data
+            .iter_mut()
+            .for_each(|v| *v = v.powf(a.power as f32));
+    }
+    let root = w.rank() == 0;
+    let reference = match (&a.reference, root) {
+        (Some(refp), true) => Some(read_labels(refp, n)?),
+        _ => None,
+    };
+    let delta = tiers_apps::clustering::RankRows::new(w, block, opts.max_clusters + 2)?;
+    let p = pool(a.threads)?;
+    let r = da_pwc(&p, &delta, &opts, cluster_event(a.quiet || !root));
+    delta.finish()?;
+    if !root {
+        return Ok(());
+    }
+    cluster_report(a, &r, reference.as_deref(), w.size(), n)
+}
+
 /// Reads and validates a distance matrix, averaging asymmetric pairs when asked.
 fn read_matrix(
     path: &Path,
@@ -680,11 +788,10 @@ pub fn run(cmd: AppCommand) -> Res {
             Ok(())
         }
         AppCommand::Cluster(a) => {
-            super::one_rank_only("cluster")?;
             if !(a.power > 0.0 && a.power.is_finite()) {
                 return Err(format!("--power must be a positive number, not {}", a.power).into());
             }
-            let mut opts = ClusterOptions {
+            let opts = ClusterOptions {
                 method: if a.spidal {
                     Method::Spidal
                 } else {
@@ -705,60 +812,17 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
-            let mut d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
-            let reference = match &a.reference {
-                Some(refp) => Some(read_labels(refp, d.n)?),
-                None => None,
-            };
-            if opts.max_clusters > d.n {
-                eprintln!(
-                    "[cluster] {} points: at most {} clusters (--max-clusters {})",
-                    d.n, d.n, opts.max_clusters
-                );
-                opts.max_clusters = d.n;
-            }
-            opts.validate(d.n)?;
-            if a.power != 1.0 {
-                d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
-            }
-            let p = pool(a.threads)?;
-            let quiet = a.quiet;
-            let r = da_pwc(&p, &d, &opts, |e| {
-                if quiet {
-                    return;
+            let results = tiers_cluster::spmd(|w| -> Result<(), String> {
+                if w.size() == 1 {
+                    cluster_alone(&a, opts.clone()).map_err(|e| e.to_string())
+                } else {
+                    cluster_ranks(w, &a, opts.clone()).map_err(|e| e.to_string())
                 }
-                match e {
-                    Event::Split { t, cluster, lambda } => eprintln!("[cluster] T {t:.5e}: split cluster {cluster} (eigenvalue {lambda:.5e})"),
-                    Event::Temperature { t, k, em, uncertainty } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
-                }
-            });
-            eprintln!(
-                "[cluster] {} clusters, {} temperatures, {} EM iterations, {:.3} s ({:.4} s/EM iteration, {} threads)",
-                r.k,
-                r.temperatures,
-                r.em_iterations,
-                r.seconds,
-                r.seconds / r.em_iterations.max(1) as f64,
-                a.threads
-            );
-            let mut sizes = vec![0usize; r.k];
-            r.labels.iter().for_each(|&l| sizes[l] += 1);
-            eprintln!("[cluster] sizes {sizes:?}");
-            write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
-            if let (Some(refl), Some(refp)) = (&reference, &a.reference) {
-                println!(
-                    "adjusted Rand index vs {}: {:.4}",
-                    refp.display(),
-                    adjusted_rand_index(&r.labels, refl)
-                );
+            })?;
+            for r in results {
+                r?;
             }
-            record(
-                &a.runs,
-                "cluster",
-                a.threads,
-                d.n,
-                r.seconds / r.em_iterations.max(1) as f64,
-            )
+            Ok(())
         }
         AppCommand::Render(a) => {
             let schedule = TileSchedule::parse(&a.schedule)?;
