@@ -727,3 +727,26 @@ fn mds_across_ranks_gives_the_same_points() {
     ]);
     assert!(e.contains("runs on one rank's threads"), "{e}");
 }
+
+#[test]
+fn a_rank_killed_mid_run_leaves_no_output() {
+    let dir = Dir::new("killed");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "4000", "--out", &fa]);
+    let out = dir.path("d.bin");
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let script = format!(
+        "if [ $TIERS_RANK = 1 ]; then (sleep 0.2; kill -9 $$) & fi; \\
+         exec {exe} distances {fa} --metric kmer --out {out} --quiet"
+    );
+    let e = fail(&[
+        "run", "-n", "2", "--grace", "0.5", "--", "sh", "-c", &script,
+    ]);
+    assert!(e.contains("rank 1") && e.contains("SIGKILL"), "{e}");
+    let left: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "s.fa" && n != "s.fa.labels.txt")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

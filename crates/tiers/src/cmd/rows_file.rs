@@ -32,6 +32,21 @@ fn temporary(world: &World, out: &Path) -> Res<PathBuf> {
     Ok(out.with_file_name(format!(".{name}.tiers-{:x}.tmp", token[0])))
 }
 
+/// Removes the temporary file unless it was renamed over the output (rank 0 only): a job that
+/// fails midway leaves neither a partial output nor a temporary file.
+struct Cleanup<'a> {
+    tmp: &'a Path,
+    armed: bool,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_file(self.tmp);
+        }
+    }
+}
+
 /// Writes `block` (this rank's rows) into `out` with every other rank (collective).
 pub fn write(world: &World, out: &Path, format: Format, block: &RowBlock) -> Res<()> {
     let n = block.n;
@@ -42,6 +57,10 @@ pub fn write(world: &World, out: &Path, format: Format, block: &RowBlock) -> Res
     };
     let tmp = temporary(world, out)?;
     let total = header.len() as u64 + (n as u64) * (n as u64) * elem;
+    let mut cleanup = Cleanup {
+        tmp: &tmp,
+        armed: false,
+    };
     let created = if world.rank() == 0 {
         (|| -> std::io::Result<()> {
             let mut f = std::fs::OpenOptions::new()
@@ -55,6 +74,7 @@ pub fn write(world: &World, out: &Path, format: Format, block: &RowBlock) -> Res
     } else {
         Ok(())
     };
+    cleanup.armed = world.rank() == 0 && created.is_ok();
     // Every rank learns whether the file exists before writing into it.
     let mut ok = [0u64];
     world.allreduce(
@@ -89,14 +109,12 @@ pub fn write(world: &World, out: &Path, format: Format, block: &RowBlock) -> Res
         Timeout::Block,
     )?;
     if bad[0] != 0 {
-        if world.rank() == 0 {
-            let _ = std::fs::remove_file(&tmp);
-        }
         wrote?;
         return Err("another rank could not write its rows".into());
     }
     if world.rank() == 0 {
         std::fs::rename(&tmp, out).map_err(|e| format!("{}: {e}", out.display()))?;
+        cleanup.armed = false;
     }
     world.barrier(Timeout::Block)?;
     Ok(())
