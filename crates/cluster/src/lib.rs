@@ -40,6 +40,7 @@ mod addr;
 mod atomic;
 pub mod collective;
 mod config;
+pub mod decomp;
 pub mod endpoint;
 pub mod engine;
 mod error;
