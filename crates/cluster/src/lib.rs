@@ -46,6 +46,7 @@ pub mod engine;
 mod error;
 mod health;
 pub mod launch;
+pub mod mover;
 mod notify;
 mod passive;
 mod queue;
