@@ -9,6 +9,7 @@ pub mod apps;
 pub mod bench;
 mod outputs;
 pub mod pipeline;
+pub mod redblack;
 pub mod run;
 pub mod topo;
 
@@ -50,6 +51,8 @@ pub enum Command {
     Pipeline(pipeline::PipelineArgs),
     /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher).
     Run(run::RunArgs),
+    /// RedBlack3D: red-black Gauss-Seidel on an N³ mesh across the job's ranks, halos exchanged with or without overlap; Total/Wait/Comp per variant.
+    Redblack(redblack::RedBlackArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -62,6 +65,7 @@ impl Command {
             Command::Bench(a) => bench::run(a),
             Command::Pipeline(a) => pipeline::run(a),
             Command::Run(a) => run::run(a),
+            Command::Redblack(a) => redblack::run(a),
             Command::App(c) => apps::run(c),
         }
     }
