@@ -126,3 +126,36 @@ fn a_mover_is_reusable() {
     })
     .unwrap();
 }
+
+const SCENARIO: &str = "TIERS_TEST_MOVER";
+
+/// The rank side of `halo_across_processes`: does nothing in a normal test run.
+#[test]
+fn child() {
+    let Ok(s) = std::env::var(SCENARIO) else {
+        return;
+    };
+    let w = tiers_cluster::init().expect("init");
+    assert_eq!(w.engine_name(), "shm");
+    exchange(&w, [12, 10, 9], 1, s == "proxy");
+}
+
+/// The same halo exchange with ranks as processes (the `shm` engine, started by the launcher).
+#[test]
+fn halo_across_processes() {
+    use tiers_cluster::launch::{End, Job};
+    for (n, scenario) in [(2, "caller"), (4, "caller"), (3, "proxy")] {
+        let exe = std::env::current_exe().unwrap();
+        let mut job = Job::new(n, exe)
+            .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .env(SCENARIO, scenario)
+            .env("TIERS_INIT_TIMEOUT_MS", "120000");
+        job.engine = "shm".into();
+        job.grace = std::time::Duration::from_secs(30);
+        job.pin = false;
+        job.report = false;
+        job.discard_stdout = true;
+        let out = job.run().expect("launch");
+        assert_eq!(out.ends, vec![End::Exited(0); n], "{scenario} on {n} ranks");
+    }
+}
