@@ -75,7 +75,7 @@ pub struct Bench {
 }
 
 /// Every benchmark, in the order `tiers bench list` prints them.
-pub const BENCHES: &[Bench] = &[
+pub static BENCHES: &[Bench] = &[
     Bench {
         name: "barrier",
         measures: "ns per barrier, by threads",
