@@ -283,54 +283,61 @@ pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         a.variant.clone()
     };
-    let out = tiers_cluster::spmd(|w| -> Result<(), String> {
-        let e = |e: tiers_cluster::Error| e.to_string();
-        let d = Decomp::new([a.n; 3], w.size(), 1);
-        if !d.ghosts_fit() {
-            return Err(format!("--n {} is too small for {} ranks", a.n, w.size()));
-        }
+    let out = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a, &weights, &variants)))?;
+    for (r, o) in out {
+        o.map_err(|e| format!("tiers redblack: rank {r}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn one_rank(
+    w: &World,
+    a: &RedBlackArgs,
+    weights: &[usize],
+    variants: &[Variant],
+) -> Result<(), String> {
+    let e = |e: tiers_cluster::Error| e.to_string();
+    let d = Decomp::new([a.n; 3], w.size(), 1);
+    if !d.ghosts_fit() {
+        return Err(format!("--n {} is too small for {} ranks", a.n, w.size()));
+    }
+    if w.rank() == 0 {
+        println!(
+            "redblack3d n={} iters={} ranks={} ({:?}) threads={} split={:?} engine={}",
+            a.n,
+            a.iters,
+            w.size(),
+            d.procs(),
+            a.threads,
+            weights,
+            w.engine_name()
+        );
+        println!(
+            "{:<8} {:>10} {:>10} {:>10} {:>12} {:>12}",
+            "variant", "total_s", "wait_s", "comp_s", "residual", "max_error"
+        );
+    }
+    for &v in variants {
+        let p = Params {
+            n: a.n,
+            iters: a.iters,
+            threads: a.threads,
+            variant: v,
+            weights: weights.to_vec(),
+        };
+        let (b, t) = solve(w, &p).map_err(e)?;
+        let (tm, res, err) = summarize(w, &b, &t).map_err(e)?;
         if w.rank() == 0 {
             println!(
-                "redblack3d n={} iters={} ranks={} ({:?}) threads={} split={:?} engine={}",
-                a.n,
-                a.iters,
-                w.size(),
-                d.procs(),
-                a.threads,
-                weights,
-                w.engine_name()
-            );
-            println!(
-                "{:<8} {:>10} {:>10} {:>10} {:>12} {:>12}",
-                "variant", "total_s", "wait_s", "comp_s", "residual", "max_error"
+                "{:<8} {:>10.4} {:>10.4} {:>10.4} {:>12.4e} {:>12.4e}",
+                v.name(),
+                tm[0],
+                tm[1],
+                tm[2],
+                res,
+                err
             );
         }
-        for &v in &variants {
-            let p = Params {
-                n: a.n,
-                iters: a.iters,
-                threads: a.threads,
-                variant: v,
-                weights: weights.clone(),
-            };
-            let (b, t) = solve(w, &p).map_err(e)?;
-            let (tm, res, err) = summarize(w, &b, &t).map_err(e)?;
-            if w.rank() == 0 {
-                println!(
-                    "{:<8} {:>10.4} {:>10.4} {:>10.4} {:>12.4e} {:>12.4e}",
-                    v.name(),
-                    tm[0],
-                    tm[1],
-                    tm[2],
-                    res,
-                    err
-                );
-            }
-        }
-        Ok(())
-    })?;
-    for (r, o) in out.into_iter().enumerate() {
-        o.map_err(|e| format!("tiers redblack: rank {r}: {e}"))?;
     }
     Ok(())
 }
