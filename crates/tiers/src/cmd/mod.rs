@@ -10,6 +10,7 @@ pub mod bench;
 pub mod gaspi;
 mod outputs;
 pub mod pipeline;
+pub mod redblack;
 mod rows_file;
 pub mod run;
 pub mod topo;
@@ -70,6 +71,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// GASPI for C programs: install tiers' GASPI library and headers, or run a GASPI program like gaspi_run.
     Gaspi(gaspi::GaspiArgs),
+    /// RedBlack3D: red-black Gauss-Seidel on an N³ mesh across the job's ranks, halos exchanged with or without overlap; Total/Wait/Comp per variant.
+    Redblack(redblack::RedBlackArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -83,6 +86,7 @@ impl Command {
             Command::Pipeline(a) => pipeline::run(a),
             Command::Run(a) => run::run(a),
             Command::Gaspi(a) => gaspi::run(a),
+            Command::Redblack(a) => redblack::run(a),
             Command::App(c) => apps::run(c),
         }
     }
