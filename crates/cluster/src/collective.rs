@@ -42,6 +42,99 @@ impl DataType {
     }
 }
 
+/// A collective call as the engines compare it across ranks (see
+/// [`Error::CollectiveMismatch`](crate::Error::CollectiveMismatch)). Segment sizes are not part
+/// of it: ranks may register segments of different sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collective {
+    /// [`World::barrier`](crate::World::barrier).
+    Barrier,
+    /// [`World::allreduce`](crate::World::allreduce) of `len` elements.
+    Allreduce {
+        /// Elements.
+        len: usize,
+        /// Element type.
+        ty: DataType,
+        /// Reduction.
+        op: Op,
+    },
+    /// Creating segment `seg` ([`World::segment`](crate::World::segment)).
+    SegmentCreate {
+        /// The segment id.
+        seg: u32,
+    },
+    /// Deleting segment `seg`.
+    SegmentDelete {
+        /// The segment id.
+        seg: u32,
+    },
+    /// A call whose record the engine no longer has (the rank had moved on).
+    Unknown,
+}
+
+impl std::fmt::Display for Collective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Collective::Barrier => write!(f, "barrier"),
+            Collective::Allreduce { len, ty, op } => {
+                write!(f, "allreduce({len} × {ty:?}, {op:?})")
+            }
+            Collective::SegmentCreate { seg } => write!(f, "segment {seg} create"),
+            Collective::SegmentDelete { seg } => write!(f, "segment {seg} delete"),
+            Collective::Unknown => write!(f, "an unknown collective"),
+        }
+    }
+}
+
+const TYPES: [DataType; 6] = [
+    DataType::I32,
+    DataType::U32,
+    DataType::I64,
+    DataType::U64,
+    DataType::F32,
+    DataType::F64,
+];
+const OPS: [Op; 3] = [Op::Min, Op::Max, Op::Sum];
+const LEN_BITS: u32 = 52;
+
+impl Collective {
+    /// The call as one word, never 0: the kind in bits 60–63, then the type (56–59), the
+    /// operation (52–55) and the element count (0–51) of an allreduce, or a segment id.
+    pub(crate) fn word(self) -> u64 {
+        match self {
+            Collective::Barrier => 1 << 60,
+            Collective::Allreduce { len, ty, op } => {
+                let t = TYPES.iter().position(|&x| x == ty).unwrap_or(0) as u64;
+                let o = OPS.iter().position(|&x| x == op).unwrap_or(0) as u64;
+                (2 << 60) | (t << 56) | (o << 52) | (len as u64 & ((1 << LEN_BITS) - 1))
+            }
+            Collective::SegmentCreate { seg } => (3 << 60) | seg as u64,
+            Collective::SegmentDelete { seg } => (4 << 60) | seg as u64,
+            Collective::Unknown => 15 << 60,
+        }
+    }
+
+    /// The inverse of [`Collective::word`].
+    pub(crate) fn from_word(w: u64) -> Collective {
+        match w >> 60 {
+            1 => Collective::Barrier,
+            2 => Collective::Allreduce {
+                len: (w & ((1 << LEN_BITS) - 1)) as usize,
+                ty: TYPES[((w >> 56) & 15) as usize % TYPES.len()],
+                op: OPS[((w >> 52) & 15) as usize % OPS.len()],
+            },
+            3 => Collective::SegmentCreate { seg: w as u32 },
+            4 => Collective::SegmentDelete { seg: w as u32 },
+            _ => Collective::Unknown,
+        }
+    }
+
+    /// A 32-bit digest of [`Collective::word`] (Fibonacci hashing), for sums of arrivals.
+    pub(crate) fn digest(self) -> u64 {
+        self.word().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
 }
