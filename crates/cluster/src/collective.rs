@@ -260,7 +260,10 @@ impl crate::World {
     ///
     /// [`Error::LengthMismatch`](crate::Error::LengthMismatch) when `input` and `output` differ in length,
     /// [`Error::Timeout`](crate::Error::Timeout) when not every rank arrived in time (resumable), [`Error::PeerFailed`](crate::Error::PeerFailed)
-    /// when a rank has failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails.
+    /// when a rank has failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails,
+    /// [`Error::CollectiveMismatch`](crate::Error::CollectiveMismatch) when other ranks called
+    /// another collective or this allreduce with another length, type or operation (or this
+    /// rank has another collective pending after a timeout).
     pub fn allreduce<T: Reducible>(
         &self,
         input: &[T],
