@@ -100,19 +100,27 @@ const LEN_BITS: u32 = 52;
 impl Collective {
     /// The call as one word, never 0: the kind in bits 60–63, then the type (56–59), the
     /// operation (52–55) and the element count (0–51) of an allreduce, or a segment id.
+    #[inline]
     pub(crate) fn word(self) -> u64 {
         match self {
             Collective::Barrier => 1 << 60,
-            Collective::Allreduce { len, ty, op } => {
-                let t = TYPES.iter().position(|&x| x == ty).unwrap_or(0) as u64;
-                let o = OPS.iter().position(|&x| x == op).unwrap_or(0) as u64;
-                (2 << 60) | (t << 56) | (o << 52) | (len as u64 & ((1 << LEN_BITS) - 1))
-            }
+            Collective::Allreduce { len, ty, op } => Collective::allreduce_word(len, ty, op),
             Collective::SegmentCreate { seg } => (3 << 60) | seg as u64,
             Collective::SegmentDelete { seg } => (4 << 60) | seg as u64,
             Collective::Unknown => 15 << 60,
         }
     }
+
+    /// The word of an allreduce, computed without building the enum (the fast path carries
+    /// words, not enums: an enum assembled field by field on the stack and read back whole
+    /// stalls store forwarding). `TYPES` and `OPS` are in declaration order.
+    #[inline]
+    pub(crate) fn allreduce_word(len: usize, ty: DataType, op: Op) -> u64 {
+        (2 << 60) | ((ty as u64) << 56) | ((op as u64) << 52) | (len as u64 & ((1 << LEN_BITS) - 1))
+    }
+
+    /// The word of a barrier.
+    pub(crate) const BARRIER: u64 = 1 << 60;
 
     /// The inverse of [`Collective::word`].
     pub(crate) fn from_word(w: u64) -> Collective {
@@ -130,8 +138,9 @@ impl Collective {
     }
 
     /// A 32-bit digest of [`Collective::word`] (Fibonacci hashing), for sums of arrivals.
-    pub(crate) fn digest(self) -> u64 {
-        self.word().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+    #[inline]
+    pub(crate) fn digest(word: u64) -> u64 {
+        word.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
     }
 }
 
@@ -312,5 +321,29 @@ mod tests {
             as_bytes(&[2u64, 8]),
         );
         assert_eq!(c, [9, 8]);
+    }
+}
+
+#[cfg(test)]
+mod call_tests {
+    use super::*;
+
+    #[test]
+    fn call_words_round_trip() {
+        let mut calls = vec![
+            Collective::Barrier,
+            Collective::SegmentCreate { seg: 7 },
+            Collective::SegmentDelete { seg: 0 },
+        ];
+        for ty in TYPES {
+            for op in OPS {
+                calls.push(Collective::Allreduce { len: 3, ty, op });
+            }
+        }
+        for c in &calls {
+            assert_eq!(Collective::from_word(c.word()), *c);
+        }
+        let words: std::collections::HashSet<u64> = calls.iter().map(|c| c.word()).collect();
+        assert_eq!(words.len(), calls.len());
     }
 }

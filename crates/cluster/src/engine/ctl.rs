@@ -92,9 +92,9 @@ pub struct Mailbox {
 /// cache-line transfer. Two per rank, used alternately.
 #[repr(C, align(64))]
 pub struct FastSlot {
-    pub seq: AtomicU32,
-    /// The call (`mem::fast_sig`), compared by every reader.
-    pub sig: AtomicU32,
+    /// The allreduce's flag (low 32 bits) and its call (`mem::fast_sig`, high 32 bits): one
+    /// word, so that a reader's one comparison checks both.
+    pub tag: AtomicU64,
     pub data: UnsafeCell<[u8; FAST_REDUCE_MAX]>,
 }
 

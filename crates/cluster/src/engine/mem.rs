@@ -93,7 +93,7 @@ struct Coll {
     calls: u64,
     /// The call that did not complete (timed out, or a peer failed): only it may be called
     /// next, to resume it.
-    pending: Option<Collective>,
+    pending: Option<u64>,
     /// A small allreduce that found another rank in a barrier-based call of the same index,
     /// withdrew its input and arrived at that barrier (so that it completes, as a mismatch);
     /// the wait for it is what remains.
@@ -111,8 +111,8 @@ impl Coll {
 
 /// The 32-bit form of a small allreduce's [`Collective::word`] that its `FastSlot` carries:
 /// kind, type and operation (bits 52–63) above the element count (at most 14).
-fn fast_sig(call: Collective) -> u32 {
-    let w = call.word();
+#[inline]
+fn fast_sig(w: u64) -> u32 {
     ((w >> 52) as u32) << 16 | (w & 0xffff) as u32
 }
 
@@ -363,24 +363,31 @@ impl<B: Backing> MemEngine<B> {
 
     /// Whether `call` may start (`Ok(false)`) or resumes the call that did not complete
     /// (`Ok(true)`); another call while one is pending is a mismatch with this rank itself.
-    fn check(&self, c: &Coll, call: Collective) -> Result<bool> {
+    #[inline]
+    fn check(&self, c: &Coll, call: u64) -> Result<bool> {
         match c.pending {
             None => Ok(false),
             Some(p) if p == call => Ok(true),
-            Some(p) => Err(Error::mismatch(call, p, self.rank)),
+            Some(p) => Err(Error::mismatch(
+                Collective::from_word(call),
+                Collective::from_word(p),
+                self.rank,
+            )),
         }
     }
 
     /// Records that this rank entered the barrier-based collective `call` (its index is
     /// `c.calls`), for peers that look for what it called.
-    fn announce(&self, c: &Coll, call: Collective) {
+    fn announce(&self, c: &Coll, call: u64) {
         let me = &self.ctl.rank(self.rank).calls;
-        me.call[(c.calls % 2) as usize].store(call.word(), Ordering::Relaxed);
+        me.call[(c.calls % 2) as usize].store(call, Ordering::Relaxed);
         me.seq.store(c.calls, Ordering::Release);
     }
 
     /// The mismatch error of call `c.calls`, naming a rank that announced another call.
-    fn mismatch(&self, c: &Coll, mine: Collective) -> Error {
+    #[cold]
+    fn mismatch(&self, c: &Coll, call: u64) -> Error {
+        let mine = Collective::from_word(call);
         let k = c.calls;
         for r in (0..self.size).filter(|&r| r != self.rank) {
             let rc = &self.ctl.rank(r).calls;
@@ -388,7 +395,7 @@ impl<B: Backing> MemEngine<B> {
             // Slot k % 2 is rewritten only at call k + 2, which needs this rank.
             if s == k || s == k + 1 {
                 let w = rc.call[(k % 2) as usize].load(Ordering::Relaxed);
-                if w != 0 && w != mine.word() {
+                if w != 0 && w != call {
                     return Error::mismatch(mine, Collective::from_word(w), r);
                 }
             }
@@ -400,13 +407,13 @@ impl<B: Backing> MemEngine<B> {
     /// Every arrival adds 1 and its call's digest to `barrier_count`; the last arriver checks
     /// that the digests sum to `size` times its own and moves the generation by 2 instead of 1
     /// when they do not, so that every rank of the barrier learns of the mismatch.
-    fn arrive(&self, c: &mut Coll, call: Collective, timeout: Timeout) -> Result<()> {
+    fn arrive(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
         let h = self.ctl.header();
         let g = match c.barrier_pending.take() {
             Some(g) => g,
             None => {
                 let g = h.barrier_gen.v.load(Ordering::Acquire);
-                let d = call.digest();
+                let d = Collective::digest(call);
                 let prev = h
                     .barrier_count
                     .v
@@ -441,13 +448,17 @@ impl<B: Backing> MemEngine<B> {
     }
 
     /// The barrier-based collective `call`: the pending check, the announcement, the arrival.
-    fn barrier_as(&self, c: &mut Coll, call: Collective, timeout: Timeout) -> Result<()> {
+    fn barrier_as(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
         if !self.check(c, call)? {
             c.calls += 1;
             self.announce(c, call);
         }
         let r = self.arrive(c, call, timeout);
-        c.pending = c.busy().then_some(call);
+        if c.busy() {
+            c.pending = Some(call);
+        } else if c.pending.is_some() {
+            c.pending = None;
+        }
         r
     }
 
@@ -466,7 +477,7 @@ impl<B: Backing> MemEngine<B> {
     fn allreduce_line(
         &self,
         c: &mut Coll,
-        call: Collective,
+        call: u64,
         input: &[u8],
         output: &mut [u8],
         ty: DataType,
@@ -481,11 +492,12 @@ impl<B: Backing> MemEngine<B> {
         // allreduces that may be in flight on one line's alternation.
         let flag = |s: u64| (s & 0x7fff_ffff) as u32 | 0x8000_0000;
         let sig = fast_sig(call);
+        let tag = |s: u64| flag(s) as u64 | (sig as u64) << 32;
         if !c.fast_pending {
             c.fast_seq += 1;
             let line = &self.ctl.rank(self.rank).fast[(c.fast_seq % 2) as usize];
             // SAFETY: this rank's own line; no reader looks at its data before the store of
-            // `seq` below (Release), and no reader of its previous use is left (see above).
+            // `tag` below (Release), and no reader of its previous use is left (see above).
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     input.as_ptr(),
@@ -493,60 +505,23 @@ impl<B: Backing> MemEngine<B> {
                     input.len(),
                 )
             };
-            line.sig.store(sig, Ordering::Relaxed);
             // SeqCst pairs with the sleeper's waiter count: either it sees the sequence number
             // or we see it waiting and ring.
-            line.seq.store(flag(c.fast_seq), Ordering::SeqCst);
+            line.tag.store(tag(c.fast_seq), Ordering::SeqCst);
             if h.fast_bell.waiters.load(Ordering::SeqCst) != 0 {
                 ring(&h.fast_bell);
             }
         }
-        let (seq, parity) = (flag(c.fast_seq), (c.fast_seq % 2) as usize);
+        let (want, parity) = (tag(c.fast_seq), (c.fast_seq % 2) as usize);
+        // The flag and the call in one comparison: the fast path checks the call for free.
         let all_in = || {
-            (0..self.size).all(|r| self.ctl.rank(r).fast[parity].seq.load(Ordering::Acquire) == seq)
+            (0..self.size)
+                .all(|r| self.ctl.rank(r).fast[parity].tag.load(Ordering::Acquire) == want)
         };
-        // Checked only while sleeping: a rank that announced this call's index is in a
-        // barrier-based collective (small allreduces announce nothing), so this one can never
-        // complete.
-        let k = c.calls;
-        let in_barrier = || {
-            (0..self.size).find(|&r| {
-                r != self.rank && self.ctl.rank(r).calls.seq.load(Ordering::Acquire) == k
-            })
-        };
-        let r = self.wait_until(&h.fast_bell, timeout.deadline(), all_in, || {
-            self.gone(true).map(Error::PeerFailed).or_else(|| {
-                in_barrier().map(|rank| Error::mismatch(call, Collective::Unknown, rank))
-            })
-        });
-        match r {
-            Ok(()) => {}
-            Err(Error::CollectiveMismatch(_)) => {
-                // Withdraw the input (the next small allreduce reuses this number and line:
-                // nobody may see this flag then), and complete the others' barrier as a
-                // mismatch.
-                let line = &self.ctl.rank(self.rank).fast[parity];
-                line.seq.store(0, Ordering::SeqCst);
-                c.fast_seq -= 1;
-                c.fast_pending = false;
-                self.announce(c, call);
-                c.joined = true;
-                return self.rejoin(c, call, timeout);
-            }
-            Err(e) => {
-                c.fast_pending = true;
-                return Err(e);
-            }
+        if !all_in() {
+            self.fast_wait(c, call, want, parity, timeout)?;
         }
         c.fast_pending = false;
-        for r in 0..self.size {
-            let f = self.ctl.rank(r).fast[parity].sig.load(Ordering::Relaxed);
-            if f != sig {
-                // Every rank sees the same lines, so every rank reports the mismatch, and
-                // every rank used the same number: the next small allreduce is in step.
-                return Err(Error::mismatch(call, from_fast_sig(f), r));
-            }
-        }
         let lines = (0..self.size).map(|r| {
             let line = &self.ctl.rank(r).fast[parity];
             // SAFETY: rank r published these bytes before its sequence number, which we saw
@@ -557,9 +532,89 @@ impl<B: Backing> MemEngine<B> {
         Ok(())
     }
 
+    /// The slow part of `allreduce_line` (kept out of line so that the fast path stays small):
+    /// waits until every rank's line shows `want`, or finds why it never will.
+    #[inline(never)]
+    fn fast_wait(
+        &self,
+        c: &mut Coll,
+        call: u64,
+        want: u64,
+        parity: usize,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let h = self.ctl.header();
+        let all_in = || {
+            (0..self.size)
+                .all(|r| self.ctl.rank(r).fast[parity].tag.load(Ordering::Acquire) == want)
+        };
+        // Checked only once the wait has gone to sleep: every flag in but some call differs
+        // (every rank sees the same lines, so every rank reports it, and every rank used the
+        // same number: the next small allreduce is in step) ...
+        let line_mismatch = || {
+            let mut other = None;
+            for r in 0..self.size {
+                let w = self.ctl.rank(r).fast[parity].tag.load(Ordering::Acquire);
+                if w as u32 != want as u32 {
+                    return None;
+                }
+                if w != want && other.is_none() {
+                    other = Some((r, (w >> 32) as u32));
+                }
+            }
+            other.map(|(r, f)| Error::mismatch(Collective::from_word(call), from_fast_sig(f), r))
+        };
+        // ... or a rank announced this call's index: it is in a barrier-based collective
+        // (small allreduces announce nothing), so this one can never complete.
+        let k = c.calls;
+        let joining = std::cell::Cell::new(false);
+        let in_barrier = || {
+            let r = (0..self.size).find(|&r| {
+                r != self.rank && self.ctl.rank(r).calls.seq.load(Ordering::Acquire) == k
+            })?;
+            joining.set(true);
+            Some(Error::mismatch(
+                Collective::from_word(call),
+                Collective::Unknown,
+                r,
+            ))
+        };
+        let r = self.wait_until(&h.fast_bell, timeout.deadline(), all_in, || {
+            self.gone(true)
+                .map(Error::PeerFailed)
+                .or_else(line_mismatch)
+                .or_else(in_barrier)
+        });
+        match r {
+            Ok(()) => {}
+            Err(_) if joining.get() => {
+                // Withdraw the input (the next small allreduce reuses this number and line:
+                // nobody may see this flag then), and complete the others' barrier as a
+                // mismatch.
+                let line = &self.ctl.rank(self.rank).fast[parity];
+                line.tag.store(0, Ordering::SeqCst);
+                c.fast_seq -= 1;
+                c.fast_pending = false;
+                self.announce(c, call);
+                c.joined = true;
+                return self.rejoin(c, call, timeout);
+            }
+            Err(e @ Error::CollectiveMismatch(_)) => {
+                c.fast_pending = false;
+                return Err(e);
+            }
+            Err(e) => {
+                c.fast_pending = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// The arrival of a small allreduce at the barrier of a mismatched call (see
     /// `allreduce_line`), or the resumption of its wait.
-    fn rejoin(&self, c: &mut Coll, call: Collective, timeout: Timeout) -> Result<()> {
+    #[cold]
+    fn rejoin(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
         match self.arrive(c, call, timeout) {
             Err(e @ (Error::Timeout | Error::PeerFailed(_))) => Err(e),
             // Digests that happened to sum right: the call is a mismatch all the same.
@@ -646,7 +701,7 @@ impl<B: Backing> Engine for MemEngine<B> {
                 max: MAX_SEGMENTS,
             });
         }
-        let call = Collective::SegmentCreate { seg };
+        let call = Collective::SegmentCreate { seg }.word();
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
         self.check(&c, call)?;
         let mine = {
@@ -727,7 +782,7 @@ impl<B: Backing> Engine for MemEngine<B> {
         // Everyone is done with the segment before anyone frees it.
         {
             let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-            self.barrier_as(&mut c, Collective::SegmentDelete { seg }, timeout)?;
+            self.barrier_as(&mut c, Collective::SegmentDelete { seg }.word(), timeout)?;
         }
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
         self.ctl.rank(self.rank).seg_size[seg as usize].store(0, Ordering::Release);
@@ -840,7 +895,7 @@ impl<B: Backing> Engine for MemEngine<B> {
 
     fn barrier(&self, timeout: Timeout) -> Result<()> {
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-        self.barrier_as(&mut c, Collective::Barrier, timeout)
+        self.barrier_as(&mut c, Collective::BARRIER, timeout)
     }
 
     fn allreduce(
@@ -854,11 +909,8 @@ impl<B: Backing> Engine for MemEngine<B> {
         let es = ty.size();
         let per = REDUCE_CHUNK / es * es;
         let chunks = input.len().div_ceil(per);
-        let call = Collective::Allreduce {
-            len: input.len() / es,
-            ty,
-            op,
-        };
+        // Element sizes are powers of two: a shift, not a division, on the fast path.
+        let call = Collective::allreduce_word(input.len() >> es.trailing_zeros(), ty, op);
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
         let resume = self.check(&c, call)?;
         if !resume {
@@ -867,7 +919,11 @@ impl<B: Backing> Engine for MemEngine<B> {
         // The same choice at every rank: it depends on the length and the world only.
         if input.len() <= FAST_REDUCE_MAX && self.size <= FAST_REDUCE_RANKS {
             let r = self.allreduce_line(&mut c, call, input, output, ty, op, timeout);
-            c.pending = c.busy().then_some(call);
+            if c.busy() {
+                c.pending = Some(call);
+            } else if c.pending.is_some() {
+                c.pending = None;
+            }
             return r;
         }
         if !resume {
