@@ -57,10 +57,10 @@ mod wait;
 mod world;
 
 pub use addr::{Local, Notification, Remote, SegId};
-pub use collective::{DataType, Op, Pod, Reducible};
+pub use collective::{Collective, DataType, Op, Pod, Reducible};
 pub use config::{env, threads, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS, NOTIFICATIONS, QUEUES};
 pub use engine::{Engine, Transfer};
-pub use error::{Error, IoError, Rank, Result};
+pub use error::{Error, IoError, Mismatch, Rank, Result};
 pub use health::Health;
 pub use queue::Queue;
 pub use segment::Segment;
