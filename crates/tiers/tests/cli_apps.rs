@@ -750,3 +750,27 @@ fn a_rank_killed_mid_run_leaves_no_output() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn hybrid_runs_every_pattern_through_the_model() {
+    let dir = Dir::new("hybrid");
+    let runs = dir.path("runs.json");
+    let (out, _) = ok(&[
+        "bench", "hybrid", "mds", "--json", "--quiet", "--", "--rounds", "1", "--size", "200",
+        "--out", &runs,
+    ]);
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let rows = j["results"].as_array().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(rows
+        .iter()
+        .any(|r| r["pattern"] == "1x1x1" && r["efficiency"] == 1.0));
+    for r in rows {
+        let (t, m) = (r["threads"].as_u64().unwrap(), r["ranks"].as_u64().unwrap());
+        assert!((t * m) as usize <= cores, "{r}");
+        assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // The runs it wrote are a runs file for the model.
+    let (text, _) = ok(&["model", &runs]);
+    assert!(text.contains("mds"), "{text}");
+}

@@ -12,6 +12,7 @@
 
 mod apps;
 mod cluster;
+mod hybrid;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
@@ -206,6 +207,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the variants against each other; limit = computation alone",
         launch: Launch::Ranks,
         run: redblack::run,
+    },
+    Bench {
+        name: "hybrid",
+        measures: "an app (distances, mds, cluster, render) as every pattern t x m x 1 that fits the cores: time, speedup, efficiency, overhead",
+        peers: "the patterns against each other: threads, processes, mixes",
+        launch: Launch::StartsRanks,
+        run: hybrid::run,
     },
 ];
 
