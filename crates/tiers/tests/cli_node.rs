@@ -162,3 +162,61 @@ fn table_output_and_errors() {
     let (ok, out, _) = tiers(&["bench", "list"]);
     assert!(ok && out.contains("barrier") && out.contains("alloc"));
 }
+
+/// Whether this process may run on two processors or more (the round-trip limit needs two).
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
+#[test]
+fn node_benches_measure_the_round_trip_limit_beside_the_implementations() {
+    for name in ["barrier", "lock", "private"] {
+        let v = bench_json(name, "1,2");
+        let rows = v["results"].as_array().unwrap();
+        let limits: Vec<&Value> = rows.iter().filter(|r| r["impl"] == "limit").collect();
+        // Never at one thread: nothing crosses between cores.
+        assert!(
+            limits.iter().all(|r| r["threads"] == 2),
+            "{name}: {limits:?}"
+        );
+        assert!(v["notes"].to_string().contains("limit: no row"), "{name}");
+        if !two_cpus() {
+            continue;
+        }
+        assert_eq!(limits.len(), 1, "{name}: one limit row at 2 threads");
+        assert!(
+            limits[0]["measured"]
+                .as_str()
+                .is_some_and(|m| m.contains("cache-line round trip between cpus")),
+            "{name}: {}",
+            limits[0]
+        );
+        // Every other row at 2 threads is read against it.
+        for r in rows
+            .iter()
+            .filter(|r| r["threads"] == 2 && r["impl"] != "limit")
+        {
+            assert!(
+                r["vs_limit"].as_f64().is_some_and(|x| x > 0.0),
+                "{name}: {r}"
+            );
+        }
+        assert!(rows
+            .iter()
+            .filter(|r| r["threads"] == 1)
+            .all(|r| r.get("vs_limit").is_none()));
+    }
+    let (ok, out, _) = tiers(&[
+        "bench",
+        "barrier",
+        "--threads",
+        "2",
+        "--min-time",
+        "0.01",
+        "--quiet",
+    ]);
+    assert!(ok);
+    if two_cpus() {
+        assert!(out.contains("vs limit") && out.contains("limit: cache-line round trip"));
+    }
+}
