@@ -220,3 +220,46 @@ fn node_benches_measure_the_round_trip_limit_beside_the_implementations() {
         assert!(out.contains("vs limit") && out.contains("limit: cache-line round trip"));
     }
 }
+
+#[test]
+fn mds_bench_has_the_read_limit_and_marginal_costs() {
+    let (ok, out, err) = tiers(&[
+        "bench",
+        "mds",
+        "--threads",
+        "1",
+        "--min-time",
+        "0.01",
+        "--json",
+        "--quiet",
+        "--",
+        "--sizes",
+        "120",
+        "--iters",
+        "3",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    let at1 = |imp: &str| {
+        rows.iter()
+            .find(|r| r["impl"] == imp && r["threads"] == 1 && r["size"] == 120)
+            .unwrap_or_else(|| panic!("no {imp} row at 1 thread in {out}"))
+    };
+    assert!(at1("limit")["measured"]
+        .as_str()
+        .unwrap()
+        .contains("the 120x120 f32 matrix"));
+    assert!(at1("tiers")["vs_limit"].as_f64().unwrap() > 0.0);
+    assert!(at1("tiers-smacof")["value"].as_f64().unwrap() > 0.0);
+    // scikit-learn: a row when it is installed, else a note saying why not.
+    let notes = v["notes"].to_string();
+    if rows.iter().any(|r| r["impl"] == "scikit-learn") {
+        assert!(at1("scikit-learn")["value"].as_f64().unwrap() > 0.0);
+        assert!(notes.contains("iteration counts checked"), "{notes}");
+    } else {
+        assert!(notes.contains("scikit-learn skipped"), "{notes}");
+    }
+    let (ok, _, err) = tiers(&["bench", "mds", "--", "--iters", "1"]);
+    assert!(!ok && err.contains("k >= 2"), "{err}");
+}
