@@ -172,3 +172,39 @@ fn put_refuses_one_rank_and_reads_two_against_memcpy() {
         assert!(l["measured"].as_str().unwrap().contains("memcpy"), "{l}");
     }
 }
+
+#[test]
+fn kneighbor_runs_three_routes_and_says_when_charm_is_absent() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args([
+            "bench",
+            "kneighbor",
+            "--min-time",
+            "0.01",
+            "--json",
+            "--quiet",
+        ])
+        .env_remove("CHARM_DIR")
+        .output()
+        .expect("tiers runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("JSON");
+    let res = v["results"].as_array().expect("results");
+    for imp in ["tiers-smp", "tiers-smp-nobypass", "tiers-process"] {
+        for bytes in [16, 256, 4096, 16384] {
+            assert!(
+                res.iter().any(|r| r["impl"] == imp
+                    && r["bytes"] == bytes
+                    && r["value"].as_f64().is_some_and(|x| x > 0.0)),
+                "no {imp} at {bytes} B in {stdout}"
+            );
+        }
+    }
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("CHARM_DIR is not set"), "{notes}");
+    assert!(notes.contains("no progress thread"), "{notes}");
+}
