@@ -8,7 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod alu;
-pub mod cluster;
+pub mod clustering;
 pub mod compare;
 pub mod distance;
 mod error;

@@ -180,8 +180,13 @@ fn ferr(path: &Path, msg: impl std::fmt::Display) -> crate::Error {
 
 /// Encodes as SPIDAL int16.
 pub fn to_spidal(m: &DistMatrix, big_endian: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(m.data.len() * 2);
-    for &d in &m.data {
+    spidal_values(&m.data, big_endian)
+}
+
+/// SPIDAL int16 bytes of distances (a whole matrix, or some of its rows).
+pub fn spidal_values(values: &[f32], big_endian: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * 2);
+    for &d in values {
         let v = (f64::from(d).clamp(0.0, 1.0) * 32767.0).round() as i16;
         out.extend_from_slice(&if big_endian {
             v.to_be_bytes()
@@ -266,23 +271,29 @@ pub fn from_spidal(
 
 /// Encodes as a 2-D `<f4` `.npy`.
 pub fn to_npy(m: &DistMatrix) -> Vec<u8> {
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
-        m.n, m.n
-    );
+    let mut out = npy_header(m.n);
+    out.extend(npy_values(&m.data));
+    out
+}
+
+/// The header of an N×N `<f4` `.npy` (its data follows, row-major).
+pub fn npy_header(n: usize) -> Vec<u8> {
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {n}), }}");
     // Pad so that magic(6)+version(2)+len(2)+header is a multiple of 64, ending in '\n'.
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + m.data.len() * 4);
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for &d in &m.data {
-        out.extend_from_slice(&d.to_le_bytes());
-    }
     out
+}
+
+/// Little-endian `<f4` bytes of distances.
+pub fn npy_values(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|d| d.to_le_bytes()).collect()
 }
 
 /// Decodes a 2-D square `.npy` of `<f4`, `<f8` or `<i2`, C order.

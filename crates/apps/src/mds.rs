@@ -1,10 +1,10 @@
-//! SMACOF multidimensional scaling with unit weights (de Leeuw; seed 000 §5.1).
+//! SMACOF multidimensional scaling with unit weights (de Leeuw; [Qiu2012] §5.1).
 //!
 //! Stress σ(X) = Σ_{i<j} (d_ij(X) − δ_ij)². With unit weights the Guttman transform is
 //! X⁺ = (1/N) B(X) X, with b_ij = −δ_ij/d_ij(X) off the diagonal and b_ii = −Σ_{j≠i} b_ij, so row i
 //! of X⁺ is (1/N) Σ_{j≠i} (δ_ij/d_ij)(x_i − x_j). SMACOF never increases the stress.
 //!
-//! The N×N by N×D product is done by blocks (seed 000 Fig. 13): output rows in blocks of b
+//! The N×N by N×D product is done by blocks ([Qiu2012] Fig. 13): output rows in blocks of b
 //! (default 64) are claimed by the workers one block at a time (a dynamic schedule, so a
 //! worker that loses its core to another process on a shared machine holds no one up), and
 //! each block walks the columns in panels of up to 8192 columns ([`PANEL`]), so the panel's

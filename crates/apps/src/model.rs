@@ -1,4 +1,4 @@
-//! The parallel overhead model of seed 000 §4.
+//! The parallel overhead model of [Qiu2012] §4.
 //!
 //! From run times T(p) at parallelisms p (and data sizes N): speedup S = p_ref·T(p_ref)/T(p),
 //! efficiency ε = S/p, overhead f = 1/ε − 1 = p·T(p)/(p_ref·T(p_ref)) − 1. The overhead is

@@ -1,4 +1,4 @@
-//! Tile rendering of a Mandelbrot image, the uneven workload of seed 004 (Fig. 8).
+//! Tile rendering of a Mandelbrot image, the uneven workload of [GPI-MCTP] (Fig. 8).
 //!
 //! The image is cut into S×S-pixel tiles. Points inside the set cost the full iteration limit
 //! and points far outside a few iterations, so tiles differ in cost by orders of magnitude. The
@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
+use tiers_cluster::{SegId, Timeout, World};
 use tiers_node::{partition, Pool};
 
 /// How tiles are shared among workers.
@@ -205,6 +206,116 @@ pub fn render(pool: &Pool, spec: &RenderSpec, schedule: TileSchedule) -> Image {
     }
 }
 
+/// The segments [`render_ranks`] uses: the tile counter (8 bytes, at rank 0) and the image.
+pub const COUNTER_SEG: SegId = SegId(0);
+/// See [`COUNTER_SEG`]: every rank's copy of the image; rank 0's is the assembled one.
+pub const IMAGE_SEG: SegId = SegId(1);
+
+/// Renders the image on every thread of every rank of `world` ([GPI-MCTP] Fig. 8): with the
+/// dynamic schedule each worker takes the next tile from one global counter at rank 0
+/// (`fetch_add`, shared by all the threads of all the ranks); with the static one worker `k`
+/// of the `ranks × threads` takes the `k`-th contiguous run of tiles. Each rank draws its
+/// tiles into its own copy of the image, then writes their rows into rank 0's copy; rank 0
+/// gets the assembled image (the same bytes as [`render`]), the others `None`. Collective:
+/// every rank calls it with the same spec and schedule.
+///
+/// # Errors
+///
+/// A cluster-tier error (a rank that failed, a segment that cannot be made).
+pub fn render_ranks(
+    world: &World,
+    pool: &Pool,
+    spec: &RenderSpec,
+    schedule: TileSchedule,
+) -> tiers_cluster::Result<Option<Image>> {
+    let tiles_x = spec.width.div_ceil(spec.tile);
+    let ntiles = tiles_x * spec.height.div_ceil(spec.tile);
+    let bytes = spec.width * spec.height * 3;
+    let counter = world.segment(COUNTER_SEG, 8)?;
+    let image = world.segment(IMAGE_SEG, bytes)?;
+    let (rank, threads) = (world.rank(), pool.threads());
+    let workers = world.size() * threads;
+    let busy: Vec<OnceLock<f64>> = (0..threads).map(|_| OnceLock::new()).collect();
+    let failed: OnceLock<tiers_cluster::Error> = OnceLock::new();
+    world.barrier(Timeout::Block)?;
+    let t0 = Instant::now();
+    pool.spmd(|w| {
+        let start = Instant::now();
+        let q = match world.queue(w.index() % tiers_cluster::QUEUES) {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = failed.set(e);
+                return;
+            }
+        };
+        let mut draw = |t: usize| -> tiers_cluster::Result<()> {
+            let tile = render_tile(spec, t);
+            let (tx, ty) = (t % tiles_x, t / tiles_x);
+            let x0 = tx * spec.tile;
+            let w = (x0 + spec.tile).min(spec.width) - x0;
+            for (r, line) in tile.chunks(w * 3).enumerate() {
+                let at = ((ty * spec.tile + r) * spec.width + x0) * 3;
+                image.write(at, line)?;
+                if rank != 0 {
+                    q.write(IMAGE_SEG.at(at), IMAGE_SEG.on(0, at), line.len())?;
+                    // Keep well inside the queue's depth however tall the tiles are.
+                    if r % 256 == 255 {
+                        q.wait(Timeout::Block)?;
+                    }
+                }
+            }
+            if rank != 0 {
+                q.wait(Timeout::Block)?;
+            }
+            Ok(())
+        };
+        let res = match schedule {
+            TileSchedule::Static => {
+                partition(ntiles, workers, rank * threads + w.index()).try_for_each(&mut draw)
+            }
+            TileSchedule::Dynamic => loop {
+                let t = match world.atomic_fetch_add(COUNTER_SEG, 0, 0, 1) {
+                    Ok(t) => t as usize,
+                    Err(e) => break Err(e),
+                };
+                if t >= ntiles {
+                    break Ok(());
+                }
+                if let Err(e) = draw(t) {
+                    break Err(e);
+                }
+            },
+        };
+        if let Err(e) = res {
+            let _ = failed.set(e);
+        }
+        let _ = busy[w.index()].set(start.elapsed().as_secs_f64());
+    });
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    // Every rank's rows have landed at rank 0 once every rank has waited for its queues.
+    world.barrier(Timeout::Block)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let out = (rank == 0).then(|| {
+        let mut rgb = vec![0u8; bytes];
+        image.read(0, &mut rgb).map(|()| Image {
+            width: spec.width,
+            height: spec.height,
+            rgb,
+            busy: busy
+                .iter()
+                .map(|b| b.get().copied().unwrap_or(0.0))
+                .collect(),
+            seconds,
+        })
+    });
+    drop((counter, image));
+    world.segment_delete(IMAGE_SEG, Timeout::Block)?;
+    world.segment_delete(COUNTER_SEG, Timeout::Block)?;
+    out.transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +344,22 @@ mod tests {
         assert_eq!(one.checksum(), dy.checksum());
         assert_eq!(one.checksum(), dy3.checksum());
         assert_eq!(one.rgb, dy3.rgb);
+        // Across ranks (threads of this process as ranks), each with a pool of its own.
+        for (ranks, threads) in [(1, 1), (2, 1), (2, 2), (3, 1)] {
+            for schedule in [TileSchedule::Static, TileSchedule::Dynamic] {
+                let imgs = tiers_cluster::run_local(ranks, |w| {
+                    let pool = Pool::builder().threads(threads).build().unwrap();
+                    render_ranks(w, &pool, &spec, schedule).unwrap()
+                })
+                .unwrap();
+                assert_eq!(
+                    imgs[0].as_ref().map(|i| &i.rgb),
+                    Some(&one.rgb),
+                    "{ranks} ranks x {threads} threads, {schedule:?}"
+                );
+                assert!(imgs[1..].iter().all(Option::is_none));
+            }
+        }
         // The image is not trivial: it has set (black) and non-set pixels.
         let black = one.rgb.chunks(3).filter(|p| p == &[0, 0, 0]).count();
         assert!(black > 100 && black < 203 * 131 - 100, "{black}");

@@ -3,7 +3,7 @@
 //! the repository; without them the test prints a note and passes.
 
 use std::path::PathBuf;
-use tiers_apps::cluster::{da_pwc, parse_labels, ClusterOptions, Method};
+use tiers_apps::clustering::{da_pwc, parse_labels, ClusterOptions, Method};
 use tiers_apps::compare::{adjusted_rand_index, procrustes};
 use tiers_apps::distance::swg::{Aligner, Scoring};
 use tiers_apps::distance::{pairwise, Metric};

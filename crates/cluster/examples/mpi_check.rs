@@ -1,7 +1,7 @@
 //! Cross-host checks of the mpi engine, run under `mpirun` by `.ci/multihost`:
 //!
 //! - `topology HOSTS`: every rank sees `size / HOSTS` ranks on its host (multi-tier detection);
-//! - `kneighbor`: seed 001's kNeighbor (k = 3): every rank sends a message to its 3 neighbours
+//! - `kneighbor`: [Mei2010]'s kNeighbor (k = 3): every rank sends a message to its 3 neighbours
 //!   on each side with `write_notify`, checks every byte of the 6 it receives, acknowledges
 //!   them, and waits for its 6 acknowledgements; 16 B..16 KiB, time per step on rank 0;
 //! - `allreduce`: sums (integer and float, in rank order), min and max of several lengths
@@ -12,7 +12,7 @@
 #[cfg(feature = "mpi")]
 fn main() {
     use std::time::Instant;
-    use tiers_cluster::{Op, SegId, Timeout};
+    use tiers_cluster::{Notification, Op, SegId, Timeout};
 
     let args: Vec<String> = std::env::args().skip(1).collect();
     let w = tiers_cluster::init().expect("init");
@@ -74,14 +74,13 @@ fn main() {
                             // The outgoing buffer is the segment's tail, one per slot in turn.
                             seg.write(src_off, &v).expect("local write");
                             q.write_notify(
-                                SegId(3),
-                                src_off,
-                                target(side, d),
-                                SegId(3),
-                                s * max,
+                                SegId(3).at(src_off),
+                                SegId(3).on(target(side, d), s * max),
                                 size,
-                                s,
-                                step as u32,
+                                Notification {
+                                    id: s,
+                                    value: step as u32,
+                                },
                             )
                             .expect("write_notify");
                             q.wait(blk).expect("wait");
@@ -103,7 +102,15 @@ fn main() {
                             buf.iter().all(|&b| b == want),
                             "rank {me}: {size} B from rank {src}, step {step}: wrong data"
                         );
-                        q.notify(src, SegId(3), 64 + id, step as u32).expect("ack");
+                        q.notify(
+                            src,
+                            SegId(3),
+                            Notification {
+                                id: 64 + id,
+                                value: step as u32,
+                            },
+                        )
+                        .expect("ack");
                     }
                     q.wait(blk).expect("wait");
                     let mut acks = 0;

@@ -6,6 +6,12 @@ use crate::world::{SegId, World};
 impl World {
     /// Atomically adds `value` (wrapping) to the word at `seg[offset]` of `rank`; returns the old
     /// value. `offset` must be a multiple of 8.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`](crate::Error::NoSuchRank), [`Error::NoSuchSegment`](crate::Error::NoSuchSegment), [`Error::OutOfBounds`](crate::Error::OutOfBounds) or
+    /// [`Error::Misaligned`](crate::Error::Misaligned) for a bad word, [`Error::PeerFailed`](crate::Error::PeerFailed) when `rank` has failed,
+    /// [`Error::Mpi`](crate::Error::Mpi) when MPI fails.
     pub fn atomic_fetch_add(
         &self,
         seg: SegId,
@@ -19,6 +25,10 @@ impl World {
 
     /// Atomically sets the word at `seg[offset]` of `rank` to `new` if it equals `expected`;
     /// returns the old value either way (success when it equals `expected`).
+    ///
+    /// # Errors
+    ///
+    /// As [`World::atomic_fetch_add`].
     pub fn atomic_compare_swap(
         &self,
         seg: SegId,

@@ -162,6 +162,12 @@ pub(crate) fn combine(ty: DataType, op: Op, acc: &mut [u8], x: &[u8]) {
 impl crate::World {
     /// Collective: `output[i] = op over all ranks of input[i]`, any length. After
     /// `Err(Timeout)`, calling it again with the same arguments resumes it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`](crate::Error::LengthMismatch) when `input` and `output` differ in length,
+    /// [`Error::Timeout`](crate::Error::Timeout) when not every rank arrived in time (resumable), [`Error::PeerFailed`](crate::Error::PeerFailed)
+    /// when a rank has failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails.
     pub fn allreduce<T: Reducible>(
         &self,
         input: &[T],

@@ -2,7 +2,7 @@
 //! run a handler on a worker of the node tier.
 //!
 //! Endpoints are spread round-robin over the workers of all ranks. A message to an endpoint on
-//! a worker of the *same process* goes straight into that worker's [`PcQueue`] inbox, by
+//! a worker of the *same process* goes straight into that worker's [`Inbox`], by
 //! pointer (the `Vec` moves, nothing is copied), and never touches the progress engine: the
 //! lesson of the Charm++ SMP port, whose first version sent every message through the network
 //! progress engine. A message to another process goes through the engine (a passive message
@@ -11,13 +11,15 @@
 //! sleep on their inbox, so an oversubscribed machine runs whoever has work. [`Delivery::Engine`] sends every
 //! message that way, to measure what the bypass saves.
 
+use crate::config::{self, ENDPOINT_SLEEP, MAX_SEGMENTS};
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
-use crate::world::{SegId, World, MAX_SEGMENTS};
+use crate::wait::{Naps, Pace};
+use crate::world::{SegId, World};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-use tiers_node::{Full, PcQueue, PcSender, Pool};
+use std::time::Duration;
+use tiers_node::{Backoff, Full, Inbox, InboxSender, Pool};
 
 /// An endpoint's global id.
 pub type EpId = usize;
@@ -64,10 +66,6 @@ const DONE_SEG: SegId = SegId(MAX_SEGMENTS - 1);
 const HEADER: usize = 8;
 /// A message that only wakes its worker.
 const WAKE: u32 = u32::MAX;
-/// How long an idle worker or progress thread sleeps before it re-checks for the end.
-const SLEEP: Duration = Duration::from_millis(1);
-/// How long an idle worker polls its inbox before it sleeps.
-const POLL: Duration = Duration::from_micros(50);
 
 struct Shared<'w> {
     world: &'w World,
@@ -88,14 +86,21 @@ impl Shared<'_> {
 pub struct Ctx<'a> {
     sh: &'a Shared<'a>,
     worker: usize,
-    senders: &'a mut [PcSender<Msg>],
+    senders: &'a mut [InboxSender<Msg>],
     me: EpId,
 }
 
 /// Pushes into an inbox and wakes its worker if it sleeps. A full inbox is retried while its
 /// worker runs; once the worker has stopped (`stopped`) nobody will drain it, and the message
 /// comes back as `Err` instead of being retried forever.
-fn push(s: &mut PcSender<Msg>, mut m: Msg, stopped: &AtomicBool) -> std::result::Result<(), Msg> {
+fn push(
+    s: &mut InboxSender<Msg>,
+    mut m: Msg,
+    stopped: &AtomicBool,
+) -> std::result::Result<(), Msg> {
+    // The consumer drains its inbox between messages it handles: spin a little, then yield
+    // to it (never sleep: a full inbox empties within a handler's time).
+    let mut backoff = Backoff::new().never_sleep();
     loop {
         match s.push_notify(m) {
             Ok(()) => return Ok(()),
@@ -104,7 +109,7 @@ fn push(s: &mut PcSender<Msg>, mut m: Msg, stopped: &AtomicBool) -> std::result:
                     return Err(back);
                 }
                 m = back;
-                std::thread::yield_now();
+                backoff.snooze();
             }
         }
     }
@@ -179,12 +184,15 @@ impl Ctx<'_> {
 /// every message into the inbox of its target's worker, until `stop`.
 fn progress_thread(
     sh: &Shared<'_>,
-    mut senders: Vec<PcSender<Msg>>,
+    mut senders: Vec<InboxSender<Msg>>,
     stop: &AtomicBool,
 ) -> Result<()> {
     let mut buf = vec![0u8; sh.world.passive_max()];
     while !stop.load(Ordering::Acquire) {
-        match sh.world.passive_receive(&mut buf, Timeout::After(SLEEP)) {
+        match sh
+            .world
+            .passive_receive(&mut buf, Timeout::After(ENDPOINT_SLEEP))
+        {
             Ok((_, len)) if len >= HEADER => {
                 let to = u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes"));
                 let from = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
@@ -206,7 +214,7 @@ fn progress_thread(
     Ok(())
 }
 
-type Parts = (PcQueue<Msg>, Vec<PcSender<Msg>>);
+type Parts = (Inbox<Msg>, Vec<InboxSender<Msg>>);
 
 /// Runs `total` endpoints made by `make` over the workers of `pool` on every rank of `world`
 /// (collective), until every endpoint has called [`Ctx::finish`].
@@ -230,11 +238,11 @@ pub fn run<E: Endpoint>(
         total,
         stopped: (0..workers).map(|_| AtomicBool::new(false)).collect(),
     };
-    let inboxes: Vec<PcQueue<Msg>> = (0..workers)
-        .map(|_| PcQueue::with_max_producers(4096, workers + 1))
+    let inboxes: Vec<Inbox<Msg>> = (0..workers)
+        .map(|_| Inbox::with_max_producers(4096, workers + 1))
         .collect();
-    let progress_senders: Vec<PcSender<Msg>> = inboxes.iter().map(|q| q.sender()).collect();
-    let senders: Vec<Vec<PcSender<Msg>>> = (0..workers)
+    let progress_senders: Vec<InboxSender<Msg>> = inboxes.iter().map(|q| q.sender()).collect();
+    let senders: Vec<Vec<InboxSender<Msg>>> = (0..workers)
         .map(|_| inboxes.iter().map(|q| q.sender()).collect())
         .collect();
     let parts: Vec<Mutex<Option<Parts>>> = inboxes
@@ -285,8 +293,8 @@ pub fn run<E: Endpoint>(
 fn worker_loop<E: Endpoint>(
     sh: &Shared<'_>,
     worker: usize,
-    q: &mut PcQueue<Msg>,
-    senders: &mut [PcSender<Msg>],
+    q: &mut Inbox<Msg>,
+    senders: &mut [InboxSender<Msg>],
     make: &(impl Fn(EpId) -> E + Sync),
 ) -> Result<()> {
     let rank = sh.world.rank();
@@ -309,12 +317,11 @@ fn worker_loop<E: Endpoint>(
             if sh.finished()? {
                 return Ok(());
             }
-            let t = Instant::now();
-            while q.is_empty() && t.elapsed() < POLL {
-                std::hint::spin_loop();
-            }
+            // Poll the inbox a little, then sleep on it.
+            let mut pace = Pace::new(config::SPIN, Duration::ZERO, Naps::fixed(ENDPOINT_SLEEP));
+            while q.is_empty() && pace.busy() {}
             if q.is_empty() {
-                if let Some(m) = q.pop_timeout(SLEEP) {
+                if let Some(m) = q.pop_timeout(ENDPOINT_SLEEP) {
                     batch.push(m);
                 }
             }

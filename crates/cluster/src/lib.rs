@@ -9,14 +9,17 @@
 //! [`Error`], and the [state vector](World::state) tells which ranks are alive.
 //!
 //! ```
-//! use tiers_cluster::{SegId, Timeout, Op};
+//! use tiers_cluster::{Notification, Op, SegId, Timeout};
 //!
-//! let out = tiers_cluster::engine::local::run(2, |w| {
+//! let out = tiers_cluster::run_local(2, |w| {
 //!     let seg = w.segment(SegId(0), 64).unwrap();
 //!     seg.set::<u64>(0, 40 + w.rank() as u64).unwrap();
 //!     let peer = (w.rank() + 1) % w.size();
 //!     let q = w.queue(0).unwrap();
-//!     q.write_notify(SegId(0), 0, peer, SegId(0), 8, 8, 0, 1).unwrap();
+//!     // 8 bytes from this rank's segment 0 at 0 to the peer's segment 0 at 8, then its
+//!     // notification 0 = 1 (visible only after the data).
+//!     let note = Notification { id: 0, value: 1 };
+//!     q.write_notify(SegId(0).at(0), SegId(0).on(peer, 8), 8, note).unwrap();
 //!     q.wait(Timeout::Block).unwrap();
 //!     w.notify_waitsome(SegId(0), 0..1, Timeout::Block).unwrap();
 //!     w.notify_reset(SegId(0), 0).unwrap();
@@ -31,10 +34,12 @@
 //! `tiers run` (`shm` engine); the [`Engine`] trait is the seam for more transports.
 //! [`endpoint`] adds message-driven objects on node-tier workers.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
+mod addr;
 mod atomic;
 pub mod collective;
+mod config;
 pub mod endpoint;
 pub mod engine;
 mod error;
@@ -46,16 +51,16 @@ mod queue;
 mod segment;
 mod sys;
 mod timeout;
+mod wait;
 mod world;
 
+pub use addr::{Local, Notification, Remote, SegId};
 pub use collective::{DataType, Op, Pod, Reducible};
+pub use config::{env, threads, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS, NOTIFICATIONS, QUEUES};
 pub use engine::{Engine, Transfer};
-pub use error::{Error, Rank, Result};
+pub use error::{Error, IoError, Rank, Result};
 pub use health::Health;
 pub use queue::Queue;
 pub use segment::Segment;
 pub use timeout::Timeout;
-pub use world::{
-    env, init, spmd, threads, Builder, SegId, World, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS,
-    NOTIFICATIONS, QUEUES,
-};
+pub use world::{init, run_local, spmd, Builder, World};

@@ -7,6 +7,12 @@ use crate::world::World;
 
 impl World {
     /// Sends `data` to `rank`'s mailbox, waiting within `timeout` while it is full.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`](crate::Error::NoSuchRank), [`Error::MessageTooLarge`](crate::Error::MessageTooLarge) (beyond [`World::passive_max`]),
+    /// [`Error::Timeout`](crate::Error::Timeout) when the mailbox stayed full, [`Error::PeerFailed`](crate::Error::PeerFailed) when `rank` has
+    /// failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails.
     pub fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {
         self.check_rank(rank)?;
         self.engine.passive_send(rank, data, timeout)
@@ -14,6 +20,11 @@ impl World {
 
     /// Receives the next message into `buf`, sleeping while there is none; returns the sender
     /// and the length. A message longer than `buf` stays queued (`BufferTooSmall`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BufferTooSmall`](crate::Error::BufferTooSmall), [`Error::Timeout`](crate::Error::Timeout) when no message came in time,
+    /// [`Error::PeerFailed`](crate::Error::PeerFailed) when a rank has failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails.
     pub fn passive_receive(&self, buf: &mut [u8], timeout: Timeout) -> Result<(Rank, usize)> {
         self.engine.passive_receive(buf, timeout)
     }

@@ -4,10 +4,12 @@
 //! have. A queue holds at most its depth of requests between two waits: a post beyond that is
 //! refused with [`Error::QueueFull`] (nothing is posted), never silently blocked on.
 
+use crate::addr::{Local, Notification, Remote, SegId};
+use crate::config::QUEUES;
 use crate::engine::Transfer;
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
-use crate::world::{SegId, World, QUEUES};
+use crate::world::World;
 use std::sync::atomic::Ordering;
 
 /// A handle on one of the world's queues.
@@ -17,29 +19,12 @@ pub struct Queue<'w> {
     q: usize,
 }
 
-impl Transfer {
-    /// `len` bytes between `local[local_off..]` and `remote[remote_off..]` of `rank`.
-    pub fn new(
-        local: SegId,
-        local_off: usize,
-        rank: Rank,
-        remote: SegId,
-        remote_off: usize,
-        len: usize,
-    ) -> Transfer {
-        Transfer {
-            local_seg: local.0,
-            local_off,
-            rank,
-            remote_seg: remote.0,
-            remote_off,
-            len,
-        }
-    }
-}
-
 impl World {
     /// Queue `q` (`0..QUEUES`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchQueue`] when `q` is not below [`QUEUES`].
     pub fn queue(&self, q: usize) -> Result<Queue<'_>> {
         if q >= QUEUES {
             return Err(Error::NoSuchQueue {
@@ -92,115 +77,117 @@ impl<'w> Queue<'w> {
     }
 
     fn check(&self, t: &Transfer) -> Result<()> {
-        self.world.check_rank(t.rank)
+        self.world.check_rank(t.remote.rank)
     }
 
-    fn check_notify(&self, id: usize, value: u32) -> Result<()> {
-        self.world.check_notification(id)?;
-        if value == 0 {
-            return Err(Error::ZeroNotification { id });
+    fn check_notify(&self, note: Notification) -> Result<()> {
+        self.world.check_notification(note.id)?;
+        if note.value == 0 {
+            return Err(Error::ZeroNotification { id: note.id });
         }
         Ok(())
     }
 
-    /// Posts a write of `len` bytes from `local[local_off..]` to `remote[remote_off..]` at `rank`.
+    /// Posts a write of `len` bytes from this rank's `src` to `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`], [`Error::NoSuchSegment`] or [`Error::OutOfBounds`] for a bad
+    /// place, [`Error::QueueFull`] when the queue holds its depth of requests (nothing is
+    /// posted), [`Error::PeerFailed`] when the target is gone, [`Error::Mpi`] when MPI fails.
     #[inline]
-    pub fn write(
-        &self,
-        local: SegId,
-        local_off: usize,
-        rank: Rank,
-        remote: SegId,
-        remote_off: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.write_t(&Transfer::new(
-            local, local_off, rank, remote, remote_off, len,
-        ))
+    pub fn write(&self, src: Local, dst: Remote, len: usize) -> Result<()> {
+        let t = Transfer::new(src, dst, len);
+        self.check(&t)?;
+        self.post(1, || self.world.engine.write(self.q, &t))
     }
 
-    /// Posts a write described by `t`.
+    /// Posts a read of `len` bytes from `src` into this rank's `dst`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`].
     #[inline]
-    pub fn write_t(&self, t: &Transfer) -> Result<()> {
-        self.check(t)?;
-        self.post(1, || self.world.engine.write(self.q, t))
+    pub fn read(&self, dst: Local, src: Remote, len: usize) -> Result<()> {
+        let t = Transfer::new(dst, src, len);
+        self.check(&t)?;
+        self.post(1, || self.world.engine.read(self.q, &t))
     }
 
-    /// Posts a read of `len` bytes from `remote[remote_off..]` at `rank` to `local[local_off..]`.
-    #[inline]
-    pub fn read(
-        &self,
-        local: SegId,
-        local_off: usize,
-        rank: Rank,
-        remote: SegId,
-        remote_off: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.read_t(&Transfer::new(
-            local, local_off, rank, remote, remote_off, len,
-        ))
-    }
-
-    /// Posts a read described by `t`.
-    #[inline]
-    pub fn read_t(&self, t: &Transfer) -> Result<()> {
-        self.check(t)?;
-        self.post(1, || self.world.engine.read(self.q, t))
-    }
-
-    /// Posts a write, then notification `id` = `value` (non-zero) at the target's segment
-    /// `remote`; the notification becomes visible only after the data.
-    #[allow(clippy::too_many_arguments)]
+    /// Posts a write, then `note` at the target's segment `dst.seg`; the notification becomes
+    /// visible only after the data.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`], and [`Error::NoSuchNotification`] or [`Error::ZeroNotification`] for
+    /// a bad notification.
     pub fn write_notify(
         &self,
-        local: SegId,
-        local_off: usize,
-        rank: Rank,
-        remote: SegId,
-        remote_off: usize,
+        src: Local,
+        dst: Remote,
         len: usize,
-        id: usize,
-        value: u32,
+        note: Notification,
     ) -> Result<()> {
-        let t = Transfer::new(local, local_off, rank, remote, remote_off, len);
+        let t = Transfer::new(src, dst, len);
         self.check(&t)?;
-        self.check_notify(id, value)?;
-        self.post(2, || self.world.engine.write_notify(self.q, &t, id, value))
+        self.check_notify(note)?;
+        self.post(2, || {
+            self.world
+                .engine
+                .write_notify(self.q, &t, note.id, note.value)
+        })
     }
 
-    /// Posts notification `id` = `value` (non-zero) at segment `seg` of `rank`.
-    pub fn notify(&self, rank: Rank, seg: SegId, id: usize, value: u32) -> Result<()> {
+    /// Posts `note` at segment `seg` of `rank`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write_notify`].
+    pub fn notify(&self, rank: Rank, seg: SegId, note: Notification) -> Result<()> {
         self.world.check_rank(rank)?;
-        self.check_notify(id, value)?;
+        self.check_notify(note)?;
         self.post(1, || {
-            self.world.engine.notify(self.q, rank, seg.0, id, value)
+            self.world
+                .engine
+                .notify(self.q, rank, seg.0, note.id, note.value)
         })
     }
 
     /// Posts many writes in one call. Either all fit in the queue or none is posted; a bad
     /// transfer stops the list there (the ones before it are posted) and is reported.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::QueueFull`] when the list does not fit (nothing is posted), else the error of
+    /// the first bad transfer (as [`Queue::write`]).
     pub fn write_list(&self, list: &[Transfer]) -> Result<()> {
         self.list(list, true)
     }
 
     /// Posts many reads in one call (as [`Queue::write_list`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write_list`].
     pub fn read_list(&self, list: &[Transfer]) -> Result<()> {
         self.list(list, false)
     }
 
-    /// Posts many writes, then notification `id` = `value` at `(rank, seg)`, visible only after
-    /// all of the data.
+    /// Posts many writes, then `note` at segment `seg` of `rank`, visible only after all of
+    /// the data.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write_list`], and the notification's as [`Queue::notify`].
     pub fn write_list_notify(
         &self,
         list: &[Transfer],
         rank: Rank,
         seg: SegId,
-        id: usize,
-        value: u32,
+        note: Notification,
     ) -> Result<()> {
         self.world.check_rank(rank)?;
-        self.check_notify(id, value)?;
+        self.check_notify(note)?;
         self.reserve(list.len() + 1)?;
         let mut done = 0;
         let r = (|| {
@@ -209,7 +196,9 @@ impl<'w> Queue<'w> {
                 self.world.engine.write(self.q, t)?;
                 done += 1;
             }
-            self.world.engine.notify(self.q, rank, seg.0, id, value)?;
+            self.world
+                .engine
+                .notify(self.q, rank, seg.0, note.id, note.value)?;
             done += 1;
             Ok(())
         })();
@@ -238,6 +227,11 @@ impl<'w> Queue<'w> {
 
     /// Waits until everything posted on this queue is locally complete (sources reusable, read
     /// data present), and empties it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when not everything completed in time (the requests stay posted: wait
+    /// again), [`Error::Mpi`] when MPI fails.
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
         self.world.engine.wait(self.q, timeout)?;
         self.world.posted[self.q].store(0, Ordering::Relaxed);

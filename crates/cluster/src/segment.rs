@@ -31,22 +31,45 @@ unsafe impl Sync for Segment<'_> {}
 impl World {
     /// Collective: creates and registers segment `id` with `size` bytes (zeroed) at every rank,
     /// waiting as long as it takes for all ranks. Sizes may differ between ranks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SegmentIdTooLarge`] for an id beyond [`MAX_SEGMENTS`](crate::MAX_SEGMENTS),
+    /// [`Error::SegmentExists`] when `id` is registered already, [`Error::Setup`] for a size too
+    /// large to map, [`Error::Io`] when its memory cannot be mapped, [`Error::NoSuchSegment`] when
+    /// a peer did not register it, [`Error::PeerFailed`] when a rank has failed, [`Error::Mpi`]
+    /// when MPI fails.
     pub fn segment(&self, id: SegId, size: usize) -> Result<Segment<'_>> {
         self.segment_timeout(id, size, Timeout::Block)
     }
 
     /// As [`World::segment`], within `timeout` (call again with the same arguments to resume).
+    ///
+    /// # Errors
+    ///
+    /// As [`World::segment`], and [`Error::Timeout`] when not every rank registered it in time
+    /// (resumable).
     pub fn segment_timeout(&self, id: SegId, size: usize, timeout: Timeout) -> Result<Segment<'_>> {
         self.engine.segment_create(id.0, size, timeout)?;
         self.local(id)
     }
 
     /// Collective: deletes segment `id` at every rank.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchSegment`] when `id` is not registered, [`Error::Timeout`] when not every
+    /// rank arrived in time (resumable), [`Error::PeerFailed`] when a rank has failed,
+    /// [`Error::Mpi`] when MPI fails.
     pub fn segment_delete(&self, id: SegId, timeout: Timeout) -> Result<()> {
         self.engine.segment_delete(id.0, timeout)
     }
 
     /// A view of this rank's memory of the existing segment `id`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchSegment`] when `id` is not registered.
     pub fn local(&self, id: SegId) -> Result<Segment<'_>> {
         let (ptr, len, keep) = self.engine.segment_local(id.0)?;
         Ok(Segment {
@@ -60,6 +83,11 @@ impl World {
     }
 
     /// The registered size of segment `id` at `rank`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`] when `rank` is not in the world, [`Error::NoSuchSegment`] when `id`
+    /// is not registered.
     pub fn segment_size(&self, id: SegId, rank: Rank) -> Result<usize> {
         self.check_rank(rank)?;
         self.engine.segment_size(id.0, rank)

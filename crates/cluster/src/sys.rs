@@ -299,7 +299,7 @@ extern "C" fn on_term(sig: libc::c_int) {
 
 /// Records SIGINT, SIGTERM and SIGHUP instead of dying, so the launcher can clean up.
 pub fn catch_termination() {
-    for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
         unsafe {
             libc::signal(

@@ -1,43 +1,12 @@
 //! The world: this rank's handle on the job, and how it is set up from the environment.
 
-use crate::engine::{self, ctl, Engine};
+use crate::config::{self, DEFAULT_QUEUE_DEPTH, NOTIFICATIONS, QUEUES};
+use crate::engine::{self, Engine, FromEnv};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::timeout::Timeout;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
-
-/// Environment variables the launcher sets for every rank.
-pub mod env {
-    /// `local` or `shm` (absent: a world of one rank).
-    pub const ENGINE: &str = "TIERS_ENGINE";
-    /// The job id (names the shared-memory objects).
-    pub const JOB: &str = "TIERS_JOB";
-    /// This rank.
-    pub const RANK: &str = "TIERS_RANK";
-    /// Number of ranks.
-    pub const SIZE: &str = "TIERS_SIZE";
-    /// Rank among those on this host.
-    pub const LOCAL_RANK: &str = "TIERS_LOCAL_RANK";
-    /// Ranks on this host.
-    pub const LOCAL_SIZE: &str = "TIERS_LOCAL_SIZE";
-    /// Node-tier worker threads per rank (`tiers run --threads`).
-    pub const THREADS: &str = "TIERS_THREADS";
-    /// Milliseconds `init` waits for all ranks to join (default 60000).
-    pub const INIT_TIMEOUT_MS: &str = "TIERS_INIT_TIMEOUT_MS";
-    /// Processors the whole job may use (the launcher's affinity mask). A rank pinned to one
-    /// core cannot tell from its own mask whether its peers have cores of their own.
-    pub const JOB_CPUS: &str = "TIERS_JOB_CPUS";
-}
-
-/// Number of independent queues.
-pub const QUEUES: usize = 8;
-/// Default number of requests a queue holds between two waits.
-pub const DEFAULT_QUEUE_DEPTH: usize = 1024;
-/// Notifications per segment.
-pub const NOTIFICATIONS: usize = ctl::NOTIFICATIONS;
-/// Segment ids are `0..MAX_SEGMENTS`.
-pub const MAX_SEGMENTS: u32 = ctl::MAX_SEGMENTS;
 
 /// Sets up a [`World`].
 #[derive(Clone, Debug)]
@@ -52,27 +21,13 @@ impl Default for Builder {
     }
 }
 
-fn env_usize(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::Setup(format!("{name}={v:?} is not a number"))),
-        Err(_) => Ok(None),
-    }
-}
-
 impl Builder {
     /// Defaults: queue depth [`DEFAULT_QUEUE_DEPTH`], 60 s (or `TIERS_INIT_TIMEOUT_MS`) for
     /// all ranks to join.
     pub fn new() -> Builder {
-        let ms = env_usize(env::INIT_TIMEOUT_MS)
-            .ok()
-            .flatten()
-            .unwrap_or(60_000);
         Builder {
             queue_depth: DEFAULT_QUEUE_DEPTH,
-            init_timeout: Duration::from_millis(ms as u64),
+            init_timeout: config::init_timeout(),
         }
     }
 
@@ -92,44 +47,42 @@ impl Builder {
     ///
     /// With `TIERS_ENGINE=local` and more than one rank, use [`spmd`](crate::spmd) instead,
     /// which starts one thread per rank.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Setup`] when the environment is wrong (an unknown engine, a variable that is
+    /// missing or not a number, several `local` ranks), [`Error::Io`] when the job's shared
+    /// memory cannot be mapped, [`Error::Mpi`] when MPI fails, and [`Error::Timeout`] or
+    /// [`Error::PeerFailed`] when not every rank joins within the init timeout.
     pub fn build(self) -> Result<World> {
-        #[cfg(feature = "mpi")]
-        if engine::mpi::selected() {
-            let w = self.wrap(engine::mpi::from_env()?);
-            w.barrier(Timeout::After(self.init_timeout))?;
-            return Ok(w);
-        }
-        match std::env::var(env::ENGINE).ok().as_deref() {
-            None | Some("") => self.local(1).map(|mut v| v.remove(0)),
-            Some("local") => {
-                let n = env_usize(env::SIZE)?.unwrap_or(1);
-                if n != 1 {
-                    return Err(Error::Setup(format!(
-                        "the local engine runs {n} ranks as threads: start them with tiers_cluster::spmd"
-                    )));
-                }
-                self.local(1).map(|mut v| v.remove(0))
-            }
-            Some("shm") => {
-                let job = std::env::var(env::JOB)
-                    .map_err(|_| Error::Setup(format!("{} is not set", env::JOB)))?;
-                let rank = env_usize(env::RANK)?
-                    .ok_or_else(|| Error::Setup(format!("{} is not set", env::RANK)))?;
-                let e = engine::shm::attach(&job, rank)?;
-                let t = self.init_timeout;
-                let w = self.wrap(Box::new(e));
-                w.barrier(Timeout::After(t))?;
-                Ok(w)
-            }
-            Some(other) => Err(Error::Setup(format!(
-                "unknown engine {other:?} (local, shm)"
+        match engine::from_env()? {
+            FromEnv::Threads { ranks: 1, .. } => self.local(1).map(|mut v| v.remove(0)),
+            FromEnv::Threads { ranks, .. } => Err(Error::Setup(format!(
+                "the local engine runs {ranks} ranks as threads: start them with tiers_cluster::spmd"
             ))),
+            FromEnv::Process(e) => self.join(e),
         }
     }
 
-    /// `n` in-process worlds (the `local` engine), rank `i` at index `i`.
+    /// Wraps an engine of a job of processes and waits for every rank to join.
+    fn join(self, e: Box<dyn Engine>) -> Result<World> {
+        let t = self.init_timeout;
+        let w = self.wrap(e);
+        w.barrier(Timeout::After(t))?;
+        Ok(w)
+    }
+
+    /// `n` in-process worlds (the `local` engine), rank `i` at index `i`; give each to its own
+    /// thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Setup`] when `n` is 0, [`Error::Io`] when the job's memory cannot be mapped.
     pub fn local(self, n: usize) -> Result<Vec<World>> {
-        engine::local::worlds_with(n, self)
+        Ok(engine::local::job(n)?
+            .into_iter()
+            .map(|e| self.wrap(Box::new(e)))
+            .collect())
     }
 
     /// Wraps an engine (for engines outside this crate).
@@ -144,6 +97,10 @@ impl Builder {
 }
 
 /// Joins the job the launcher started (see [`Builder::build`]).
+///
+/// # Errors
+///
+/// As [`Builder::build`].
 pub fn init() -> Result<World> {
     Builder::new().build()
 }
@@ -151,23 +108,42 @@ pub fn init() -> Result<World> {
 /// Runs `f` as every rank of this process: once with the process's world under the `shm`
 /// engine (or without a launcher), or on one thread per rank under the `local` engine
 /// (`tiers run --engine local`). Returns the results of this process's ranks in rank order.
+///
+/// # Errors
+///
+/// As [`Builder::build`].
 pub fn spmd<R: Send>(f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
-    if std::env::var(env::ENGINE).ok().as_deref() == Some("local") {
-        let n = env_usize(env::SIZE)?.unwrap_or(1);
-        return engine::local::run(n, f);
-    }
-    let w = init()?;
+    let b = Builder::new();
+    let w = match engine::from_env()? {
+        FromEnv::Threads {
+            ranks,
+            explicit: true,
+        } => return run_local(ranks, f),
+        FromEnv::Threads { ranks, .. } => b.local(ranks)?.remove(0),
+        FromEnv::Process(e) => b.join(e)?,
+    };
     Ok(vec![f(&w)])
 }
 
-/// Node-tier worker threads per rank the launcher asked for (`--threads`), default 1.
-pub fn threads() -> usize {
-    env_usize(env::THREADS).ok().flatten().unwrap_or(1).max(1)
+/// Runs `f` on `n` in-process ranks (the `local` engine), one thread each, and returns their
+/// results in rank order. A rank whose closure panics is marked failed (its peers see
+/// `PeerFailed`); the panic is then re-raised here.
+///
+/// # Errors
+///
+/// As [`Builder::local`].
+pub fn run_local<R: Send>(n: usize, f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
+    let ws = Builder::new().local(n)?;
+    let f = &f;
+    Ok(std::thread::scope(|s| {
+        let hs: Vec<_> = ws.into_iter().map(|w| s.spawn(move || f(&w))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    }))
 }
 
-/// A segment id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SegId(pub u32);
+pub use crate::addr::SegId;
 
 /// This rank's handle on the job: segments, queues, notifications, passive messages,
 /// collectives, atomics and the state vector. Shared by the threads of the rank (`Sync`).
@@ -231,6 +207,10 @@ impl World {
     }
 
     /// The health of `rank`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`] when `rank` is not in the world.
     pub fn health(&self, rank: Rank) -> Result<Health> {
         self.check_rank(rank)?;
         Ok(self.engine.health(rank))
@@ -242,6 +222,11 @@ impl World {
     }
 
     /// Collective barrier. After `Err(Timeout)`, calling it again resumes the same barrier.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when not every rank arrived in time (resumable),
+    /// [`Error::PeerFailed`] when a rank has failed or left, [`Error::Mpi`] when MPI fails.
     pub fn barrier(&self, timeout: Timeout) -> Result<()> {
         self.engine.barrier(timeout)
     }

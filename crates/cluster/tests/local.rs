@@ -8,13 +8,13 @@ mod endpoints;
 #[path = "common/failures.rs"]
 mod failures;
 
-use tiers_cluster::engine::local as engine;
-use tiers_cluster::{Error, Health, SegId, Timeout, World};
+use tiers_cluster::run_local;
+use tiers_cluster::{Error, Health, Notification, SegId, Timeout, World};
 
 /// Runs `f` on 1 to 4 ranks; a failure says on how many.
 fn on_1_to_4_ranks(f: fn(&World)) {
     for n in 1..=4 {
-        if let Err(p) = std::panic::catch_unwind(|| engine::run(n, f).unwrap()) {
+        if let Err(p) = std::panic::catch_unwind(|| run_local(n, f).unwrap()) {
             let msg = p
                 .downcast_ref::<String>()
                 .map(String::as_str)
@@ -45,7 +45,7 @@ common::suite!(on_local_engine);
 #[test]
 fn all_behaviours_in_one_world() {
     for n in 1..=4 {
-        engine::run(n, |w| {
+        run_local(n, |w| {
             for (name, f) in common::ALL {
                 if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
                     eprintln!("{name} failed on {n} ranks after the behaviours before it");
@@ -77,14 +77,14 @@ fn error_messages_name_their_values() {
 #[test]
 fn several_threads_per_rank_communicate_at_once() {
     for n in 1..=3 {
-        engine::run(n, |w| common::threads::threads(w, 4, 200)).unwrap();
+        run_local(n, |w| common::threads::threads(w, 4, 200)).unwrap();
     }
 }
 
 #[test]
 fn killed_rank() {
     for (n, victim) in [(2, 1), (3, 2), (4, 3), (2, 0), (3, 0), (4, 1)] {
-        let worlds = engine::worlds(n).unwrap();
+        let worlds = tiers_cluster::Builder::new().local(n).unwrap();
         std::thread::scope(|s| {
             let hs: Vec<_> = worlds
                 .into_iter()
@@ -118,7 +118,12 @@ fn one_rank_world_without_launcher() {
     let seg = w.segment(SegId(0), 16).unwrap();
     w.queue(0)
         .unwrap()
-        .write_notify(SegId(0), 0, 0, SegId(0), 8, 8, 1, 9)
+        .write_notify(
+            SegId(0).at(0),
+            SegId(0).on(0, 8),
+            8,
+            Notification { id: 1, value: 9 },
+        )
         .unwrap();
     assert_eq!(w.notify_waitsome(SegId(0), 0..4, Timeout::Test), Ok(1));
     assert_eq!(w.notify_reset(SegId(0), 1), Ok(9));
@@ -140,8 +145,8 @@ fn endpoints_on_workers_bypass_and_engine() {
         endpoints::endpoints(&w, workers, Delivery::Engine);
     }
     for n in 2..=4 {
-        engine::run(n, |w| endpoints::endpoints(w, 2, Delivery::Bypass)).unwrap();
-        engine::run(n, |w| endpoints::endpoints(w, 1, Delivery::Engine)).unwrap();
+        run_local(n, |w| endpoints::endpoints(w, 2, Delivery::Bypass)).unwrap();
+        run_local(n, |w| endpoints::endpoints(w, 1, Delivery::Engine)).unwrap();
     }
 }
 

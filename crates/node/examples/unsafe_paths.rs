@@ -11,7 +11,7 @@ use tiers_node::barrier::DisseminationBarrier;
 use tiers_node::lock::{Lock, McsLock, RawLock, TicketLock, TtasLock};
 use tiers_node::queue::spsc;
 use tiers_node::{
-    critical, Align, AlignedBuf, Barrier, BarrierKind, CentralBarrier, HierBarrier, PcQueue,
+    critical, Align, AlignedBuf, Barrier, BarrierKind, CentralBarrier, HierBarrier, Inbox,
     PerWorker, Pool, Schedule, WaitPolicy,
 };
 
@@ -53,9 +53,9 @@ fn spsc_ring(n: usize) {
 
 /// The many-producer inbox: heap messages from three producers, in order per producer, and one
 /// message left in the queue when it is dropped.
-fn pc_queue(n: usize) {
+fn inbox(n: usize) {
     const PRODUCERS: usize = 3;
-    let mut q = PcQueue::<Box<(usize, usize)>>::with_max_producers(4, PRODUCERS + 1);
+    let mut q = Inbox::<Box<(usize, usize)>>::with_max_producers(4, PRODUCERS + 1);
     let senders: Vec<_> = (0..PRODUCERS).map(|_| q.sender()).collect();
     let mut last = [None::<usize>; PRODUCERS];
     let mut seen = 0;
@@ -205,8 +205,8 @@ fn main() {
     let step = |name: &str| eprintln!("unsafe_paths: {name}");
     step("spsc ring");
     spsc_ring(2_000 * k);
-    step("PcQueue");
-    pc_queue(500 * k);
+    step("Inbox");
+    inbox(500 * k);
     step("locks");
     critical(|| {});
     lock::<TicketLock>(2, 500 * k);

@@ -8,10 +8,12 @@
 //!   static, blocked and dynamic [`Schedule`]s; suspend/resume; stop/start; panics propagate.
 //! - [`barrier`]: active, passive, relaxed, central, hierarchical (NUMA) and adaptive barriers.
 //! - [`lock`]: ticket, MCS and test-and-test-and-set locks with guards, and [`critical`].
-//! - [`queue`]: [`PcQueue`], the multi-producer single-consumer inbox made of one lock-free SPSC
+//! - [`queue`]: [`Inbox`], the multi-producer single-consumer inbox made of one lock-free SPSC
 //!   ring per producer.
 //! - [`PerWorker`]: processor-private data without false sharing.
 //! - [`AlignedBuf`] (cache-line and page alignment, first touch) and the [`timer`].
+//! - [`wait`]: the [`WaitPolicy`] of pools and barriers and [`Backoff`], the one waiting
+//!   schedule (spin, yield, sleep) of every wait in the node tier.
 //!
 //! ```
 //! use tiers_node::{Pool, Schedule};
@@ -58,7 +60,7 @@ pub use padded::CachePadded;
 pub use placement::Placement;
 pub use pool::{current_worker, partition, Pool, PoolBuilder, PoolError, Schedule, Worker};
 pub use private::PerWorker;
-pub use queue::{Full, PcQueue, PcSender};
+pub use queue::{Full, Inbox, InboxSender};
 pub use timer::Ticks;
 pub use topology::Topology;
-pub use wait::WaitPolicy;
+pub use wait::{Backoff, WaitPolicy};

@@ -100,7 +100,7 @@ pub(crate) use loom::cell::UnsafeCell;
 /// before itself, an acquiring fence receives after itself, so every acquiring fence is ordered
 /// after every releasing fence that ran before it. That over-approximates (it may hide a race
 /// between two threads that both pass fences) but never reports a correct fence pairing as a
-/// race. Today the only fences are the SeqCst ones in the PcQueue wake-up protocol, which
+/// race. Today the only fences are the SeqCst ones in the Inbox wake-up protocol, which
 /// order a store before a load and publish no data themselves.
 ///
 /// Each operation also marks the atomic word itself as not to be checked by DRD

@@ -1,5 +1,5 @@
 //! A high-frequency timer: the processor's time-stamp counter, calibrated once against the
-//! monotonic clock (MCTP's "high frequency timer", seed 004). Reading it costs a few
+//! monotonic clock (MCTP's "high frequency timer", [GPI-MCTP]). Reading it costs a few
 //! nanoseconds, against some tens for `Instant::now()`. On processors without an invariant
 //! TSC, and off x86-64, it falls back to the monotonic clock.
 

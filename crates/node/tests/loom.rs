@@ -19,8 +19,8 @@ use tiers_node::lock::{Lock, McsLock, RawLock, TicketLock, TtasLock};
 use tiers_node::queue::spsc;
 use tiers_node::wait::LoomSignal;
 use tiers_node::{
-    ActiveBarrier, AdaptiveBarrier, Barrier, CentralBarrier, Full, HierBarrier, PassiveBarrier,
-    PcQueue, RelaxedBarrier, WaitPolicy,
+    ActiveBarrier, AdaptiveBarrier, Barrier, CentralBarrier, Full, HierBarrier, Inbox,
+    PassiveBarrier, RelaxedBarrier, WaitPolicy,
 };
 
 /// Runs `f` under loom with at most `bound` preemptions (unless LOOM_MAX_PREEMPTIONS says
@@ -156,12 +156,12 @@ fn spsc_values_left_in_the_ring_are_dropped_once() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// PcQueue
+// Inbox
 
 #[test]
-fn pc_queue_two_producers() {
+fn inbox_two_producers() {
     model(2, || {
-        let mut q = PcQueue::<(usize, Msg)>::with_max_producers(2, 2);
+        let mut q = Inbox::<(usize, Msg)>::with_max_producers(2, 2);
         let mut a = q.sender();
         let mut b = q.sender();
         let ta = thread::spawn(move || {
@@ -192,9 +192,9 @@ fn pc_queue_two_producers() {
 }
 
 #[test]
-fn pc_queue_producer_registered_while_consumer_drains() {
+fn inbox_producer_registered_while_consumer_drains() {
     model(2, || {
-        let mut q = PcQueue::<Msg>::with_max_producers(2, 2);
+        let mut q = Inbox::<Msg>::with_max_producers(2, 2);
         let a = q.sender();
         let t = thread::spawn(move || {
             // Cloning registers a second ring concurrently with the consumer's polling.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tiers_node::barrier::DisseminationBarrier;
 use tiers_node::lock::{Lock, McsLock, RawLock, TicketLock, TtasLock};
 use tiers_node::{
-    Barrier, BarrierKind, CentralBarrier, HierBarrier, PcQueue, Pool, Schedule, WaitPolicy,
+    Barrier, BarrierKind, CentralBarrier, HierBarrier, Inbox, Pool, Schedule, WaitPolicy,
 };
 
 /// The iteration multiplier from `TIERS_STRESS` (default 1).
@@ -219,14 +219,14 @@ fn mcs_locks_nested_and_released_out_of_order() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// PcQueue
+// Inbox
 
 #[test]
-fn pc_queue_many_producers_random_batches() {
+fn inbox_many_producers_random_batches() {
     const PRODUCERS: usize = 8;
     let per = 50_000 * scale();
     for capacity in [1, 4, 64] {
-        let mut q = PcQueue::<(usize, usize)>::with_max_producers(capacity, PRODUCERS);
+        let mut q = Inbox::<(usize, usize)>::with_max_producers(capacity, PRODUCERS);
         let tx = q.sender();
         let mut senders = vec![tx];
         for _ in 1..PRODUCERS {
@@ -275,8 +275,8 @@ fn pc_queue_many_producers_random_batches() {
 }
 
 #[test]
-fn pc_queue_senders_registered_while_messages_flow() {
-    let mut q = PcQueue::<usize>::with_max_producers(16, 64);
+fn inbox_senders_registered_while_messages_flow() {
+    let mut q = Inbox::<usize>::with_max_producers(16, 64);
     let first = q.sender();
     let per = 2_000 * scale();
     let total = std::thread::scope(|s| {

@@ -31,7 +31,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tiers: error: {e}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<cmd::Exit>() {
+                Some(x) => ExitCode::from(x.code),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

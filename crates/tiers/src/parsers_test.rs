@@ -95,7 +95,7 @@ const CASES: usize = 20_000;
 
 #[test]
 fn file_parsers_never_panic() {
-    use tiers_apps::{cluster, fasta, matrix, mds};
+    use tiers_apps::{clustering, fasta, matrix, mds};
     let mut g = Gen(0x5eed_0001);
     let m = matrix::DistMatrix::new(3, vec![0.0, 0.5, 0.25, 0.5, 0.0, 1.0, 0.25, 1.0, 0.0]);
     let spidal = matrix::to_spidal(&m, false);
@@ -155,8 +155,8 @@ fn file_parsers_never_panic() {
             let _ = mds::parse_points(&text(b), dims, "p.txt");
         });
         let b = input(&mut g, &labels);
-        never_panics("cluster::parse_labels", &b, |b| {
-            let _ = cluster::parse_labels(&text(b), "c.txt");
+        never_panics("clustering::parse_labels", &b, |b| {
+            let _ = clustering::parse_labels(&text(b), "c.txt");
         });
         let runs = format!(
             r#"{{"runs": [{{"app": "a", "threads": {}, "nodes": {}, "size": {}, "seconds": {}}}]}}"#,
@@ -197,6 +197,9 @@ fn grammar_parsers_never_panic() {
         });
         never_panics("Placement::parse", b, |_| {
             let _ = tiers_node::Placement::parse(&s);
+        });
+        never_panics("parse_duration", b, |_| {
+            let _ = crate::cmd::run::parse_duration(&s);
         });
         never_panics("parse_counts", b, |_| {
             let _ = tiers_bench::parse_counts(&s);

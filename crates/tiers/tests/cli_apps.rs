@@ -271,6 +271,48 @@ fn render_is_the_same_image_whatever_the_schedule() {
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
     assert!(images.iter().all(|i| i == &images[0]));
+    // Across ranks (processes over shared memory, or threads as ranks), tiles from one global
+    // counter at rank 0: the same bytes, written once by rank 0.
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    for (engine, sched, threads) in [
+        ("shm", "dynamic", "1"),
+        ("shm", "static", "1"),
+        ("local", "dynamic", "1"),
+        ("shm", "dynamic", "2"),
+    ] {
+        let png = dir.path(&format!("ranks-{engine}-{sched}-{threads}.png"));
+        let (_, err) = ok(&[
+            "run",
+            "-n",
+            "2",
+            "--engine",
+            engine,
+            "--no-pin",
+            "--",
+            exe,
+            "render",
+            "--width",
+            "160",
+            "--height",
+            "120",
+            "--tiles",
+            "16",
+            "--max-iter",
+            "200",
+            "--schedule",
+            sched,
+            "--threads",
+            threads,
+            "--out",
+            &png,
+        ]);
+        assert_eq!(err.matches("wrote").count(), 1, "{err}");
+        assert!(err.contains("2 ranks"), "{err}");
+        assert!(
+            std::fs::read(&png).unwrap() == images[0],
+            "{engine} {sched} {threads}"
+        );
+    }
     let e = fail(&[
         "render",
         "--schedule",

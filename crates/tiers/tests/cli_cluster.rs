@@ -208,3 +208,91 @@ fn kneighbor_runs_three_routes_and_says_when_charm_is_absent() {
     assert!(notes.contains("CHARM_DIR is not set"), "{notes}");
     assert!(notes.contains("no progress thread"), "{notes}");
 }
+
+#[test]
+fn run_ends_a_job_that_outlives_its_time_limit() {
+    let t = Instant::now();
+    let (code, _, err) = tiers(&["run", "-n", "2", "--timeout", "300ms", "--", "sleep", "30"]);
+    assert_eq!(code, Some(124), "{err}");
+    assert!(err.contains("ranks [0, 1] were still running"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn run_refuses_jobs_this_host_cannot_hold() {
+    for (args, want) in [
+        (vec!["-n", "100000000"], "at most"),
+        (vec!["-n", "0"], "at least 1"),
+        (vec!["--threads", "0"], "--threads"),
+        (vec!["--grace", "1e20"], "--grace"),
+        (vec!["--timeout", "soon"], "duration"),
+    ] {
+        let mut a = vec!["run"];
+        a.extend(args.iter().copied());
+        a.extend(["--", "true"]);
+        let (code, _, err) = tiers(&a);
+        assert_ne!(code, Some(0), "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn run_gives_stdin_to_rank_0_and_ends_when_its_output_closes() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args(["run", "-n", "2", "--prefix", "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let mut out = String::new();
+    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(c.wait().unwrap().success());
+    assert_eq!(out, "[0] hello\n");
+    // A reader that goes away ends the job instead of leaving it writing forever.
+    let t = Instant::now();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args(["run", "--prefix", "--", "yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 8];
+    c.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(c.stdout.take());
+    let st = c.wait().unwrap();
+    assert_eq!(st.code(), Some(141));
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn two_processes_cannot_join_as_one_rank() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let bench = format!("{exe} bench ranks --min-time 0.01 --quiet");
+    // Rank 1 starts a second copy of itself; every process's failure counts.
+    let script = format!(
+        "if [ $TIERS_RANK = 1 ]; then {bench} & pid=$!; fi; {bench}; s=$?; \
+         if [ -n \"$pid\" ]; then wait $pid || s=1; fi; exit $s"
+    );
+    let t = Instant::now();
+    let (code, _, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("rank 1 is already taken by process")
+            || err.contains("another process tried to join as this rank"),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(50), "{:?}", t.elapsed());
+}

@@ -94,6 +94,24 @@ pub fn pairwise_with_progress(
     let n = seqs.len();
     let total = n * n.saturating_sub(1) / 2;
     let done = AtomicUsize::new(0);
+    let profiles = prepare(pool, seqs, metric)?;
+    let mut data = vec![0f32; n * n];
+    if n == 0 {
+        return Ok(DistMatrix { n, data });
+    }
+    let counter = Progress {
+        done: &done,
+        total,
+        report: &progress,
+    };
+    upper_rows(pool, seqs, &profiles, metric, 0..n, &mut data, &counter);
+    mirror_upper(pool, &mut data, n);
+    Ok(DistMatrix { n, data })
+}
+
+/// Checks the input for the metric and computes what every pair needs (k-mer profiles).
+fn prepare(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<Vec<kmer::Profile>> {
+    let n = seqs.len();
     if metric == Metric::Hamming {
         if let Some((i, s)) = seqs
             .iter()
@@ -123,59 +141,238 @@ pub fn pairwise_with_progress(
             },
         );
     }
-    let profiles = profiles;
-    let mut data = vec![0f32; n * n];
-    if n == 0 {
-        return Ok(DistMatrix { n, data });
-    }
-    par_rows(
+    Ok(profiles)
+}
+
+/// The rows of an `n`-point matrix that rank `rank` of `ranks` owns: contiguous blocks in
+/// rank order, cut so that each holds about the same number of upper-triangle pairs (the
+/// first rows have the most).
+pub fn owned_rows(n: usize, ranks: usize, rank: usize) -> std::ops::Range<usize> {
+    let pairs_before = |r: usize| -> u128 {
+        let (r, n) = (r as u128, n as u128);
+        r * n - r * (r + 1) / 2
+    };
+    let total = pairs_before(n);
+    let boundary = |k: usize| -> usize {
+        if k == 0 || n == 0 {
+            return 0;
+        }
+        if k >= ranks {
+            return n;
+        }
+        let want = total * k as u128 / ranks as u128;
+        // The first row whose preceding pairs reach `want`.
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pairs_before(mid) >= want {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    boundary(rank)..boundary(rank + 1)
+}
+
+/// This rank's rows of a distance matrix: full rows (both halves), `rows` of `n`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowBlock {
+    /// Number of points (the matrix is `n`×`n`).
+    pub n: usize,
+    /// The rows held.
+    pub rows: std::ops::Range<usize>,
+    /// Row-major `rows.len()`×`n` distances.
+    pub data: Vec<f32>,
+}
+
+/// The segments [`pairwise_ranks`] uses: every rank's rows, and its transposed columns.
+const ROWS_SEG: tiers_cluster::SegId = tiers_cluster::SegId(0);
+/// See [`ROWS_SEG`].
+const COLUMNS_SEG: tiers_cluster::SegId = tiers_cluster::SegId(1);
+
+/// The distance matrix computed by every thread of every rank of `world`, each rank owning the
+/// rows [`owned_rows`] gives it: a rank computes the upper part of its rows (each pair once in
+/// the whole job), then writes the columns it computed below other ranks' diagonals into their
+/// rows (one write per column). The entries are the bytes [`pairwise`] computes, whatever the
+/// pattern. Memory per rank: its rows and as many transposed columns, O(N²/p). Collective.
+///
+/// # Errors
+///
+/// As [`pairwise`], and a cluster-tier error (a failed rank, a segment that cannot be made)
+/// as [`Error::Invalid`](crate::Error::Invalid).
+pub fn pairwise_ranks(
+    world: &tiers_cluster::World,
+    pool: &Pool,
+    seqs: &[&[u8]],
+    metric: Metric,
+    progress: impl Fn(usize, usize) + Sync,
+) -> crate::Result<RowBlock> {
+    use tiers_cluster::Timeout;
+    let cluster =
+        |e: tiers_cluster::Error| crate::Error::Invalid(format!("distances across ranks: {e}"));
+    let n = seqs.len();
+    let (rank, size) = (world.rank(), world.size());
+    let rows = owned_rows(n, size, rank);
+    let len = rows.len();
+    let profiles = prepare(pool, seqs, metric)?;
+    let mut data = vec![0f32; len * n];
+    let total: usize = rows.clone().map(|i| n - i - 1).sum();
+    let done = AtomicUsize::new(0);
+    let counter = Progress {
+        done: &done,
+        total,
+        report: &progress,
+    };
+    upper_rows(
         pool,
+        seqs,
+        &profiles,
+        metric,
+        rows.clone(),
         &mut data,
-        n,
-        Schedule::Dynamic(ROWS),
-        |rows, block| {
-            let mut aligner = metric
-                .swg_engine()
-                .map(|e| swg::Aligner::with_engine(swg::Scoring::default(), e));
-            let first = rows.start;
-            // Columns in tiles of COLS: each column's sequence (or k-mer profile) is read once
-            // per block of rows from the shared cache and then reused from the core's own, so two
-            // workers do not compete for the last-level cache's bandwidth.
-            for j0 in (first + 1..n).step_by(COLS) {
-                let j1 = (j0 + COLS).min(n);
-                for (i, row) in rows.clone().zip(block.chunks_mut(n)) {
-                    for j in j0.max(i + 1)..j1 {
-                        let d = match metric {
-                            Metric::Hamming => hamming::hamming(seqs[i], seqs[j]).unwrap_or(1.0),
-                            Metric::Kmer(_) => kmer::distance(&profiles[i], &profiles[j]),
-                            Metric::Swg | Metric::SwgNative => aligner
-                                .as_mut()
-                                .expect("an aligner for an alignment metric")
-                                .align(seqs[i], seqs[j])
-                                .distance(),
-                        };
-                        row[j] = d as f32;
-                    }
-                }
-            }
-            for i in rows {
-                let row_pairs = n - i - 1;
-                let before = done.fetch_add(row_pairs, Ordering::Relaxed);
-                let after = before + row_pairs;
-                if total > 0 && after * 10 / total > before * 10 / total {
-                    progress(after, total);
-                }
-            }
-        },
+        &counter,
     );
-    mirror_upper(pool, &mut data, n);
-    Ok(DistMatrix { n, data })
+    // The lower part of this block's own rows.
+    for i in rows.clone() {
+        for j in i + 1..rows.end {
+            data[(j - rows.start) * n + i] = data[(i - rows.start) * n + j];
+        }
+    }
+    // Columns j >= rows.end of this block, transposed: row j of the matrix, columns `rows`.
+    let below = n - rows.end;
+    let mut columns = vec![0f32; below * len];
+    for (k, j) in (rows.end..n).enumerate() {
+        for i in rows.clone() {
+            columns[k * len + (i - rows.start)] = data[(i - rows.start) * n + j];
+        }
+    }
+    let as_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let mine = world
+        .segment(ROWS_SEG, (len * n * 4).max(4))
+        .map_err(cluster)?;
+    let cols = world
+        .segment(COLUMNS_SEG, (below * len * 4).max(4))
+        .map_err(cluster)?;
+    mine.write(0, &as_bytes(&data)).map_err(cluster)?;
+    cols.write(0, &as_bytes(&columns)).map_err(cluster)?;
+    drop(columns);
+    // Every rank's rows are in place before any column lands in them.
+    world.barrier(Timeout::Block).map_err(cluster)?;
+    if len > 0 {
+        let q = world.queue(0).map_err(cluster)?;
+        let starts: Vec<usize> = (0..size).map(|r| owned_rows(n, size, r).start).collect();
+        for (k, j) in (rows.end..n).enumerate() {
+            let owner = starts.partition_point(|&s| s <= j) - 1;
+            let at = ((j - starts[owner]) * n + rows.start) * 4;
+            q.write(COLUMNS_SEG.at(k * len * 4), ROWS_SEG.on(owner, at), len * 4)
+                .map_err(cluster)?;
+            if k % 256 == 255 {
+                q.wait(Timeout::Block).map_err(cluster)?;
+            }
+        }
+        q.wait(Timeout::Block).map_err(cluster)?;
+    }
+    world.barrier(Timeout::Block).map_err(cluster)?;
+    let mut bytes = vec![0u8; len * n * 4];
+    mine.read(0, &mut bytes).map_err(cluster)?;
+    for (d, b) in data.iter_mut().zip(bytes.chunks_exact(4)) {
+        *d = f32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+    }
+    drop((mine, cols));
+    world
+        .segment_delete(COLUMNS_SEG, Timeout::Block)
+        .map_err(cluster)?;
+    world
+        .segment_delete(ROWS_SEG, Timeout::Block)
+        .map_err(cluster)?;
+    Ok(RowBlock { n, rows, data })
+}
+
+/// Counts finished pairs and reports each further tenth.
+struct Progress<'a, P: Fn(usize, usize) + Sync> {
+    done: &'a AtomicUsize,
+    total: usize,
+    report: &'a P,
+}
+
+/// Fills the upper part (columns `i + 1..n`) of rows `rows` of the distance matrix into `out`
+/// (`rows.len()` rows of `n`), by blocks of rows on the pool; other entries are left as they
+/// are.
+fn upper_rows<P: Fn(usize, usize) + Sync>(
+    pool: &Pool,
+    seqs: &[&[u8]],
+    profiles: &[kmer::Profile],
+    metric: Metric,
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+    progress: &Progress<'_, P>,
+) {
+    let n = seqs.len();
+    let base = rows.start;
+    par_rows(pool, out, n, Schedule::Dynamic(ROWS), |local, block| {
+        let rows = local.start + base..local.end + base;
+        let mut aligner = metric
+            .swg_engine()
+            .map(|e| swg::Aligner::with_engine(swg::Scoring::default(), e));
+        let first = rows.start;
+        // Columns in tiles of COLS: each column's sequence (or k-mer profile) is read once
+        // per block of rows from the shared cache and then reused from the core's own, so two
+        // workers do not compete for the last-level cache's bandwidth.
+        for j0 in (first + 1..n).step_by(COLS) {
+            let j1 = (j0 + COLS).min(n);
+            for (i, row) in rows.clone().zip(block.chunks_mut(n)) {
+                for j in j0.max(i + 1)..j1 {
+                    let d = match metric {
+                        Metric::Hamming => hamming::hamming(seqs[i], seqs[j]).unwrap_or(1.0),
+                        Metric::Kmer(_) => kmer::distance(&profiles[i], &profiles[j]),
+                        Metric::Swg | Metric::SwgNative => match aligner.as_mut() {
+                            Some(a) => a.align(seqs[i], seqs[j]).distance(),
+                            None => 1.0,
+                        },
+                    };
+                    row[j] = d as f32;
+                }
+            }
+        }
+        for i in rows {
+            let row_pairs = n - i - 1;
+            let before = progress.done.fetch_add(row_pairs, Ordering::Relaxed);
+            let after = before + row_pairs;
+            let total = progress.total;
+            if total > 0 && after * 10 / total > before * 10 / total {
+                (progress.report)(after, total);
+            }
+        }
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::alu::{generate, AluSpec};
+
+    #[test]
+    fn owned_rows_cover_every_row_once_with_balanced_pairs() {
+        for n in [0, 1, 2, 7, 100, 4499] {
+            for ranks in 1..=6 {
+                let mut next = 0;
+                let mut pairs = Vec::new();
+                for r in 0..ranks {
+                    let rows = owned_rows(n, ranks, r);
+                    assert_eq!(rows.start, next, "n {n} ranks {ranks}");
+                    next = rows.end;
+                    pairs.push(rows.map(|i| n - i - 1).sum::<usize>());
+                }
+                assert_eq!(next, n);
+                if n >= 100 {
+                    let (lo, hi) = (pairs.iter().min().unwrap(), pairs.iter().max().unwrap());
+                    assert!(hi - lo <= 2 * n, "n {n} ranks {ranks}: {pairs:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn symmetric_zero_diagonal_thread_independent() {
@@ -190,6 +387,20 @@ mod tests {
             let a = pairwise(&p1, &s, metric).unwrap();
             let b = pairwise(&p2, &s, metric).unwrap();
             assert_eq!(a.data, b.data, "{metric:?}");
+            // Across ranks: every rank's rows are the same bytes.
+            for ranks in [1, 2, 3, 5] {
+                let blocks = tiers_cluster::run_local(ranks, |w| {
+                    let p = Pool::builder().threads(1).build().unwrap();
+                    pairwise_ranks(w, &p, &s, metric, |_, _| {}).unwrap()
+                })
+                .unwrap();
+                let mut joined = Vec::new();
+                for (r, b) in blocks.iter().enumerate() {
+                    assert_eq!(b.rows, owned_rows(a.n, ranks, r));
+                    joined.extend_from_slice(&b.data);
+                }
+                assert_eq!(joined, a.data, "{metric:?} on {ranks} ranks");
+            }
             for i in 0..a.n {
                 assert_eq!(a.get(i, i), 0.0);
                 for j in 0..a.n {

@@ -2,26 +2,15 @@
 //! shared memory (zeroed memory is their initial state), mapped by every rank and by the
 //! launcher.
 
+use crate::config::{
+    FAST_REDUCE_MAX, MAX_SEGMENTS, NOTIFICATIONS, PASSIVE_MAX, PASSIVE_SLOTS, REDUCE_CHUNK,
+};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// Segment ids are `0..MAX_SEGMENTS`.
-pub const MAX_SEGMENTS: u32 = 64;
-/// Notifications per segment.
-pub const NOTIFICATIONS: usize = 1024;
-/// Slots in each rank's passive mailbox.
-pub const PASSIVE_SLOTS: usize = 16;
-/// The largest passive message.
-pub const PASSIVE_MAX: usize = 32 * 1024;
-/// Bytes of each rank's allreduce staging slot (one of two).
-pub const REDUCE_CHUNK: usize = 4096;
-/// The largest allreduce (bytes) that travels with its arrival flag, in one cache line.
-pub const FAST_REDUCE_MAX: usize = 56;
-/// Most ranks for which the one-line allreduce is used (each rank reads every other's line).
-pub const FAST_REDUCE_RANKS: usize = 8;
-/// Bytes before the user data of each segment mapping (notification area), a page multiple so
-/// that user data is page-aligned.
-pub const SEG_HEADER: usize = 8192;
+/// Bytes before the user data of each segment mapping (the notification area, [`SegHeader`]),
+/// rounded up to whole pages so that user data is page-aligned.
+pub const SEG_HEADER: usize = std::mem::size_of::<SegHeader>().next_multiple_of(4096);
 
 const MAGIC: u64 = 0x7469_6572_735f_6374; // "tiers_ct"
 
@@ -100,8 +89,6 @@ pub struct SegHeader {
     pub seq: Line,
     pub notif: [AtomicU32; NOTIFICATIONS],
 }
-
-const _: () = assert!(std::mem::size_of::<SegHeader>() <= SEG_HEADER);
 
 /// A view of a control block at a fixed address.
 #[derive(Clone, Copy)]

@@ -2,13 +2,12 @@
 //!
 //! Used for tests (many worlds in one test process) and for hybrid runs that want the cluster
 //! API without processes. Segment memory is anonymous shared memory registered in a table of
-//! the job; everything else is the shared-memory core of [`mem`](super::mem).
+//! the job; everything else is the shared-memory core of `mem`.
 
 use super::ctl::Ctl;
 use super::mem::{Backing, MemEngine};
 use crate::error::{Error, Rank, Result};
 use crate::sys::Mapping;
-use crate::World;
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -60,16 +59,17 @@ impl Backing for LocalBacking {
     }
 }
 
-/// `n` worlds of one in-process job, rank `i` at index `i`; give each to its own thread.
-pub fn worlds(n: usize) -> Result<Vec<World>> {
-    worlds_with(n, crate::world::Builder::new())
-}
-
-pub(crate) fn worlds_with(n: usize, b: crate::world::Builder) -> Result<Vec<World>> {
+/// The engines of an in-process job of `n` ranks, rank `i` at index `i`.
+pub(crate) fn job(n: usize) -> Result<Vec<MemEngine<LocalBacking>>> {
     if n == 0 {
         return Err(Error::Setup("a world needs at least one rank".into()));
     }
-    let map = Mapping::anonymous(Ctl::len(n)).map_err(|e| Error::Setup(e.to_string()))?;
+    let map = Mapping::anonymous(Ctl::len(n)).map_err(|e| {
+        Error::io(
+            format!("mapping the control block of an in-process job of {n} ranks"),
+            e,
+        )
+    })?;
     // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(n) bytes, kept in the job.
     let ctl = unsafe { Ctl::init(map.ptr(), n, std::process::id()) };
     let job = LocalBacking(Arc::new(LocalJob {
@@ -77,57 +77,31 @@ pub(crate) fn worlds_with(n: usize, b: crate::world::Builder) -> Result<Vec<Worl
         ctl,
         segs: Mutex::new(HashMap::new()),
     }));
-    Ok((0..n)
-        .map(|r| b.wrap(Box::new(MemEngine::new(job.clone(), r))))
-        .collect())
-}
-
-/// Runs `f` on `n` in-process ranks, one thread each, and returns their results in rank order.
-/// A rank whose closure panics is marked failed (its peers see `PeerFailed`); the panic is
-/// then re-raised here.
-pub fn run<R: Send>(n: usize, f: impl Fn(&World) -> R + Sync) -> Result<Vec<R>> {
-    let ws = worlds(n)?;
-    let f = &f;
-    Ok(std::thread::scope(|s| {
-        let hs: Vec<_> = ws.into_iter().map(|w| s.spawn(move || f(&w))).collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    }))
+    Ok((0..n).map(|r| MemEngine::new(job.clone(), r)).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Timeout, World};
+    use crate::engine::Engine;
+    use crate::Timeout;
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     #[test]
     fn a_mailbox_lock_held_by_a_dead_rank_is_taken_over() {
-        let map = Mapping::anonymous(Ctl::len(3)).unwrap();
-        // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(3) bytes, kept in the job.
-        let ctl = unsafe { Ctl::init(map.ptr(), 3, std::process::id()) };
-        let job = LocalBacking(Arc::new(LocalJob {
-            _ctl_map: map,
-            ctl,
-            segs: Mutex::new(HashMap::new()),
-        }));
-        let b = crate::Builder::new();
-        let ws: Vec<World> = (0..3)
-            .map(|r| b.wrap(Box::new(MemEngine::new(job.clone(), r))))
-            .collect();
+        let mut es = job(3).unwrap();
+        let ctl = es[0].ctl();
         // Rank 1 dies while it holds rank 0's mailbox lock (between lock and unlock).
         ctl.rank(0).mailbox.lock.v.store(2, Ordering::Release);
-        ws[1].engine.leave(true);
+        es[1].leave(true);
         let (tx, rx) = std::sync::mpsc::channel();
-        let mut ws = ws;
-        let w2 = ws.pop().unwrap();
+        let e2 = es.pop().unwrap();
         // Detached: if the send hangs, the test fails instead of hanging with it.
         std::thread::spawn(move || {
-            let r = w2.passive_send(0, b"after", Timeout::Block);
+            let r = e2.passive_send(0, b"after", Timeout::Block);
             tx.send(r).unwrap();
-            w2
+            e2
         });
         let sent = rx
             .recv_timeout(Duration::from_secs(20))
@@ -135,7 +109,7 @@ mod tests {
         assert_eq!(sent, Ok(()));
         let mut buf = [0u8; 16];
         assert_eq!(
-            ws[0].passive_receive(&mut buf, Timeout::After(Duration::from_secs(5))),
+            es[0].passive_receive(&mut buf, Timeout::After(Duration::from_secs(5))),
             Ok((2, 5))
         );
         assert_eq!(&buf[..5], b"after");
@@ -143,7 +117,7 @@ mod tests {
         // out.
         ctl.rank(0).mailbox.lock.v.store(1, Ordering::Release);
         assert_eq!(
-            ws[0].passive_send(0, b"x", Timeout::After(Duration::from_millis(50))),
+            es[0].passive_send(0, b"x", Timeout::After(Duration::from_millis(50))),
             Err(crate::Error::Timeout)
         );
         ctl.rank(0).mailbox.lock.v.store(0, Ordering::Release);

@@ -5,23 +5,22 @@
 //! hardware atomic, and the collectives run over the job control block ([`ctl`]). The two
 //! engines differ only in where the memory comes from ([`Backing`]).
 
-use super::ctl::{
-    self, Ctl, Line, SegHeader, FAST_REDUCE_MAX, FAST_REDUCE_RANKS, MAX_SEGMENTS, NOTIFICATIONS,
-    PASSIVE_MAX, PASSIVE_SLOTS, REDUCE_CHUNK, SEG_HEADER,
-};
+use super::ctl::{self, Ctl, Line, SegHeader, SEG_HEADER};
 use super::{Engine, KeepAlive, Transfer};
 use crate::collective::{fold_in_order, DataType, Op};
+use crate::config::{
+    self, FAST_REDUCE_MAX, FAST_REDUCE_RANKS, HEALTH_SLICE, MAX_SEGMENTS, NOTIFICATIONS,
+    PASSIVE_MAX, PASSIVE_SLOTS, REDUCE_CHUNK,
+};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::sys::{self, Mapping};
 use crate::timeout::{Deadline, Timeout};
+use crate::wait::{Naps, Pace};
 use std::io;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-
-/// How long a sleeping waiter sleeps before it re-checks the health of its peers.
-const SLICE: Duration = Duration::from_millis(25);
 
 /// Where the memory of a job lives.
 pub(crate) trait Backing: Send + Sync + 'static {
@@ -123,13 +122,7 @@ impl<B: Backing> MemEngine<B> {
     pub(crate) fn new(b: B, rank: Rank) -> Self {
         let ctl = b.ctl();
         let size = ctl.n();
-        // The processors of the whole job: the launcher says (its ranks may each be pinned to
-        // one core, so a rank's own mask says nothing about its peers), else this process's.
-        let cpus = std::env::var(crate::world::env::JOB_CPUS)
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cpus = config::job_cpus();
         let me = ctl.rank(rank);
         me.pid.store(sys::getpid(), Ordering::Relaxed);
         me.state.v.store(ctl::ST_HEALTHY, Ordering::Release);
@@ -146,7 +139,7 @@ impl<B: Backing> MemEngine<B> {
             coll: Mutex::new(Coll::default()),
             // Spinning only pays when every rank has a core of its own.
             spin: if size <= cpus {
-                Duration::from_micros(50)
+                config::SPIN
             } else {
                 Duration::ZERO
             },
@@ -159,6 +152,12 @@ impl<B: Backing> MemEngine<B> {
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn set_spin(&mut self, spin: Duration) {
         self.spin = spin;
+    }
+
+    /// The job's control block.
+    #[cfg(test)]
+    pub(crate) fn ctl(&self) -> Ctl {
+        self.ctl
     }
 
     fn state(&self, r: Rank) -> u32 {
@@ -192,7 +191,7 @@ impl<B: Backing> MemEngine<B> {
         }
         {
             let mut last = self.last_probe.lock().unwrap_or_else(|e| e.into_inner());
-            if last.elapsed() < SLICE {
+            if last.elapsed() < HEALTH_SLICE {
                 return;
             }
             *last = Instant::now();
@@ -223,20 +222,16 @@ impl<B: Backing> MemEngine<B> {
         if ready() {
             return Ok(());
         }
-        if !matches!(deadline, Deadline::Now) && !self.spin.is_zero() {
-            // Busy-poll first (the GASPI way: latency), but only for a bounded time and only
-            // when every rank has a core; then sleep.
-            let start = Instant::now();
-            let mut i = 0u32;
-            loop {
-                if ready() {
-                    return Ok(());
-                }
-                std::hint::spin_loop();
-                i = i.wrapping_add(1);
-                if i % 64 == 0 && start.elapsed() >= self.spin {
-                    break;
-                }
+        // Busy-poll first (the GASPI way: latency), but only for a bounded time, only when
+        // every rank has a core, and not for a test; then sleep.
+        let spin = match deadline {
+            Deadline::Now => Duration::ZERO,
+            _ => self.spin,
+        };
+        let mut pace = Pace::new(spin, Duration::ZERO, Naps::fixed(HEALTH_SLICE));
+        while pace.busy() {
+            if ready() {
+                return Ok(());
             }
         }
         loop {
@@ -247,7 +242,7 @@ impl<B: Backing> MemEngine<B> {
             if let Some(r) = gone() {
                 return Err(Error::PeerFailed(r));
             }
-            let Some(slice) = deadline.slice(SLICE) else {
+            let Some(slice) = pace.nap(deadline) else {
                 self.probe();
                 return match gone() {
                     Some(r) => Err(Error::PeerFailed(r)),
@@ -299,18 +294,18 @@ impl<B: Backing> MemEngine<B> {
 
     #[inline]
     fn copy(&self, t: &Transfer, write: bool) -> Result<()> {
-        let lt = self.ready(t.local_seg, self.rank)?;
-        let rt = self.ready(t.remote_seg, t.rank)?;
-        let l = lt.check(self.rank, t.local_seg, t.local_off, t.len)?;
-        let r = rt.check(t.rank, t.remote_seg, t.remote_off, t.len)?;
-        self.peer_ok(t.rank)?;
+        let lt = self.ready(t.local.seg.0, self.rank)?;
+        let rt = self.ready(t.remote.seg.0, t.remote.rank)?;
+        let l = lt.check(self.rank, t.local.seg.0, t.local.offset, t.len)?;
+        let r = rt.check(t.remote.rank, t.remote.seg.0, t.remote.offset, t.len)?;
+        self.peer_ok(t.remote.rank)?;
         let (src, dst) = if write { (l, r) } else { (r, l) };
         // SAFETY: both ranges were bounds-checked against their live mappings (kept alive
         // until the engine drops). They may overlap only for a transfer within one segment of this
         // rank, which `copy` (memmove) handles; concurrent access by other ranks is the
         // program's to order with notifications, as in GASPI (bytes, never invalid values).
         unsafe {
-            if t.rank == self.rank && t.local_seg == t.remote_seg {
+            if t.remote.rank == self.rank && t.local.seg.0 == t.remote.seg.0 {
                 std::ptr::copy(src, dst, t.len);
             } else {
                 super::copy::copy_bytes(src, dst, t.len);
@@ -431,8 +426,11 @@ impl<B: Backing> MemEngine<B> {
     /// has died (see below), and give up with `Timeout` once the deadline has passed.
     fn mailbox_lock(&self, l: &Line, deadline: Deadline) -> Result<()> {
         let me = self.rank as u32 + 1;
-        let mut i = 0u32;
-        let mut since: Option<Instant> = None;
+        let mut pace = Pace::new(config::SPIN, Duration::ZERO, Naps::fixed(Duration::ZERO));
+        let mut yields = tiers_node::Backoff::new()
+            .spin_steps(0)
+            .yield_limit(0)
+            .never_sleep();
         loop {
             let cur = l.v.load(Ordering::Relaxed);
             if cur == 0 {
@@ -444,32 +442,29 @@ impl<B: Backing> MemEngine<B> {
                 }
                 continue;
             }
-            i = i.wrapping_add(1);
-            std::hint::spin_loop();
-            if i % 256 == 0 {
-                let t = *since.get_or_insert_with(Instant::now);
-                if t.elapsed() >= Duration::from_micros(50) {
-                    // A holder that died (killed between lock and unlock) never unlocks. Taking
-                    // its lock over is safe: a sender publishes a message (tail) only after
-                    // copying it and a receiver frees a slot (head) only after copying out, so
-                    // the mailbox is consistent at every point where the holder can stop.
-                    let owner = cur as usize - 1;
-                    if owner != self.rank && owner < self.size {
-                        self.probe();
-                        if self.peer_ok(owner).is_err()
-                            && l.v
-                                .compare_exchange(cur, me, Ordering::Acquire, Ordering::Relaxed)
-                                .is_ok()
-                        {
-                            return Ok(());
-                        }
-                    }
-                    if deadline.expired() {
-                        return Err(Error::Timeout);
-                    }
-                    std::thread::yield_now();
+            if pace.busy() {
+                continue;
+            }
+            // A holder that died (killed between lock and unlock) never unlocks. Taking its
+            // lock over is safe: a sender publishes a message (tail) only after copying it and
+            // a receiver frees a slot (head) only after copying out, so the mailbox is
+            // consistent at every point where the holder can stop.
+            let owner = cur as usize - 1;
+            if owner != self.rank && owner < self.size {
+                self.probe();
+                if self.peer_ok(owner).is_err()
+                    && l.v
+                        .compare_exchange(cur, me, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    return Ok(());
                 }
             }
+            if deadline.expired() {
+                return Err(Error::Timeout);
+            }
+            // Past the spin: the holder is preempted (or dead, checked above); give it the core.
+            yields.snooze();
         }
     }
 }
@@ -508,10 +503,9 @@ impl<B: Backing> Engine for MemEngine<B> {
                     let len = size.checked_add(SEG_HEADER).ok_or_else(|| {
                         Error::Setup(format!("segment {seg}: size {size} too large"))
                     })?;
-                    let m = self
-                        .b
-                        .create_segment(seg, self.rank, len)
-                        .map_err(|e| Error::Setup(format!("segment {seg}: {e}")))?;
+                    let m = self.b.create_segment(seg, self.rank, len).map_err(|e| {
+                        Error::io(format!("creating segment {seg} ({size} bytes)"), e)
+                    })?;
                     self.ctl.rank(self.rank).seg_size[seg as usize]
                         .store(size as u64 + 1, Ordering::Release);
                     s[seg as usize] = SegSlot::Pending(m.clone(), size);
@@ -602,7 +596,7 @@ impl<B: Backing> Engine for MemEngine<B> {
         // The copy completes before the release-store of the notification, so a reader that
         // sees the notification (acquire) sees the data.
         self.write(queue, t)?;
-        self.notify(queue, t.rank, t.remote_seg, id, value)
+        self.notify(queue, t.remote.rank, t.remote.seg.0, id, value)
     }
 
     fn wait(&self, _queue: usize, _timeout: Timeout) -> Result<()> {

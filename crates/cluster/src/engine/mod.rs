@@ -5,7 +5,7 @@
 //! than after any one transport, so that:
 //!
 //! - `local` (ranks are threads of one process) and `shm` (ranks are processes of one host)
-//!   implement it with loads, stores and copies in shared memory (both in [`mem`]);
+//!   implement it with loads, stores and copies in shared memory (both in `mem`);
 //! - an MPI engine can implement it with MPI-3 windows: `write`/`read` become `MPI_Put`/`MPI_Get`
 //!   whose completion is only promised by [`Engine::wait`] (a flush of the targets the queue
 //!   touched), notifications become a put into the target's notification window after a flush,
@@ -13,6 +13,15 @@
 //!
 //! Engines receive arguments already checked for rank, queue and notification range by the
 //! `World`; they check segments and bounds, which only they know.
+//!
+//! Which engine a process runs is decided in one place, `engine::from_env`, from the
+//! environment ([`env`](mod@crate::env)). Engines depend on nothing above them: the world
+//! wraps what they build.
+//!
+//! Design notes (the control block and who writes which word, the barrier generation, the
+//! small-allreduce lines, mailbox takeover, failure detection, resumable collectives, the MPI
+//! engine's host-local/remote split) are in `README.md` beside this file
+//! (`crates/cluster/src/engine/README.md`).
 
 pub(crate) mod copy;
 pub(crate) mod ctl;
@@ -22,27 +31,121 @@ pub(crate) mod mem;
 pub mod mpi;
 pub mod shm;
 
+use crate::addr::{Local, Remote};
 use crate::collective::{DataType, Op};
-use crate::error::{Rank, Result};
+use crate::config::{self, env};
+use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::timeout::Timeout;
+
+/// The engine the environment of this process asks for.
+enum Which {
+    /// No launcher: a world of one rank.
+    Alone,
+    /// `TIERS_ENGINE=local`: this many ranks as threads of this process.
+    Local(usize),
+    /// `TIERS_ENGINE=shm`: rank `rank` of the job `job`, one process per rank.
+    Shm { job: String, rank: Rank },
+    /// `TIERS_ENGINE=mpi`, or an MPI launcher's environment without `TIERS_ENGINE`.
+    #[cfg(feature = "mpi")]
+    Mpi,
+}
+
+/// Decides the engine from `TIERS_ENGINE` and its variables (an MPI launcher's environment
+/// counts as `mpi` when the feature is on and `TIERS_ENGINE` is unset).
+fn which() -> Result<Which> {
+    let engine = config::env_str(env::ENGINE);
+    #[cfg(feature = "mpi")]
+    if match engine.as_deref() {
+        Some("mpi") => true,
+        None | Some("") => mpi::launched(),
+        _ => false,
+    } {
+        return Ok(Which::Mpi);
+    }
+    match engine.as_deref() {
+        None | Some("") => Ok(Which::Alone),
+        Some("local") => Ok(Which::Local(config::env_usize(env::SIZE)?.unwrap_or(1))),
+        Some("shm") => {
+            let job = config::env_str(env::JOB)
+                .ok_or_else(|| Error::Setup(format!("{} is not set", env::JOB)))?;
+            let rank = config::env_usize(env::RANK)?
+                .ok_or_else(|| Error::Setup(format!("{} is not set", env::RANK)))?;
+            Ok(Which::Shm { job, rank })
+        }
+        Some(other) => Err(Error::Setup(format!(
+            "unknown engine {other:?} (local, shm{})",
+            if cfg!(feature = "mpi") { ", mpi" } else { "" }
+        ))),
+    }
+}
+
+/// What the environment of this process asks for (see [`from_env`]).
+pub(crate) enum FromEnv {
+    /// Ranks that are threads of this process (the `local` engine): `explicit` when
+    /// `TIERS_ENGINE=local` said so, rather than no launcher at all.
+    Threads {
+        /// Number of ranks.
+        ranks: usize,
+        /// Whether `TIERS_ENGINE=local` asked for them.
+        explicit: bool,
+    },
+    /// This process's rank of a job of processes, attached (the world still has to wait for
+    /// its peers to join).
+    Process(Box<dyn Engine>),
+}
+
+/// The one place where an engine is chosen: from `TIERS_ENGINE` (and the variables of the
+/// launcher that set it), attaching to the job when it is one of processes.
+pub(crate) fn from_env() -> Result<FromEnv> {
+    Ok(match which()? {
+        Which::Alone => FromEnv::Threads {
+            ranks: 1,
+            explicit: false,
+        },
+        Which::Local(ranks) => FromEnv::Threads {
+            ranks,
+            explicit: true,
+        },
+        Which::Shm { job, rank } => FromEnv::Process(Box::new(shm::attach(&job, rank)?)),
+        #[cfg(feature = "mpi")]
+        Which::Mpi => FromEnv::Process(mpi::from_env()?),
+    })
+}
 
 /// One one-sided transfer: `len` bytes between `local_seg[local_off..]` of the calling rank and
 /// `remote_seg[remote_off..]` of `rank`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
-    /// Segment of the calling rank (source of a write, destination of a read).
-    pub local_seg: u32,
-    /// Offset in `local_seg`.
-    pub local_off: usize,
-    /// The remote rank.
-    pub rank: Rank,
-    /// Segment at `rank`.
-    pub remote_seg: u32,
-    /// Offset in `remote_seg`.
-    pub remote_off: usize,
+    /// The calling rank's side: the source of a write, the destination of a read.
+    pub local: Local,
+    /// The other side.
+    pub remote: Remote,
     /// Bytes to move.
     pub len: usize,
+}
+
+impl Transfer {
+    /// `len` bytes between `local` and `remote`.
+    #[inline]
+    pub const fn new(local: Local, remote: Remote, len: usize) -> Transfer {
+        Transfer { local, remote, len }
+    }
+
+    /// The same transfer addressed to rank `rank` (an engine's own numbering of the peer).
+    #[inline]
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) const fn with_rank(self, rank: Rank) -> Transfer {
+        Transfer {
+            local: self.local,
+            remote: Remote {
+                rank,
+                seg: self.remote.seg,
+                offset: self.remote.offset,
+            },
+            len: self.len,
+        }
+    }
 }
 
 /// A transport for the cluster tier. All methods take `&self`: a world is shared by the

@@ -73,7 +73,7 @@ impl Backing for ShmBacking {
 /// Joins `job` as `rank` (the control block must exist).
 pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
     let map = Mapping::open(&ctl_name(job))
-        .map_err(|e| Error::Setup(format!("job {job}: control block: {e}")))?;
+        .map_err(|e| Error::io(format!("opening the control block of job {job}"), e))?;
     // SAFETY: the mapping is page-aligned and `map.len()` long; it is kept in the backing.
     let ctl = unsafe { Ctl::attach(map.ptr(), map.len()) }
         .ok_or_else(|| Error::Setup(format!("job {job}: not a control block")))?;
@@ -82,6 +82,35 @@ pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
             rank,
             size: ctl.n(),
         });
+    }
+    // One process per rank: a second process joining as a rank that a live process holds
+    // (a copy started by hand, or a script that forks its program) would otherwise share its
+    // mailbox and collectives and hang the job. Refuse it, and mark the rank failed so that
+    // every peer, the first holder included, ends with an error instead of waiting.
+    let me = sys::getpid();
+    let slot = &ctl.rank(rank).pid;
+    let mut held = slot.load(Ordering::Acquire);
+    loop {
+        if held != 0 && held != me && sys::pid_alive(held) {
+            ctl.rank(rank)
+                .state
+                .v
+                .store(super::ctl::ST_FAILED, Ordering::Release);
+            return Err(Error::Setup(format!(
+                "job {job}: rank {rank} is already taken by process {held}; two processes cannot join as the same rank"
+            )));
+        }
+        match slot.compare_exchange(held, me, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => held = now,
+        }
+    }
+    // A second process that came before this one and was refused has marked the rank failed:
+    // this one fails too.
+    if ctl.rank(rank).state.v.load(Ordering::Acquire) == super::ctl::ST_FAILED {
+        return Err(Error::Setup(format!(
+            "job {job}: rank {rank}: another process tried to join as this rank; two processes cannot join as the same rank"
+        )));
     }
     Ok(MemEngine::new(
         ShmBacking {

@@ -1,7 +1,7 @@
 //! The launcher: `tiers run -n N [--engine shm|local] [--threads T] [--prefix] -- PROGRAM ARGS`.
 //!
 //! It sweeps objects left by dead jobs, creates the job's control block, starts the ranks with
-//! their environment (see [`env`](crate::env)), pinned to distinct cores when there are enough,
+//! their environment (see [`env`](mod@crate::env)), pinned to distinct cores when there are enough,
 //! forwards their output (optionally prefixed with `[rank]`), and watches them: when one dies
 //! it marks the state vector (peers get `PeerFailed`), reports which rank died and how, ends the
 //! others after a grace period and fails. Every shared-memory object of the job is removed at
@@ -11,13 +11,15 @@
 //! group of its own, and ending a rank signals the whole group, so that what a rank started
 //! (a shell's children, say) ends with it.
 
+use crate::config::{env, LAUNCH_GRACE, LAUNCH_KILL_AFTER, LAUNCH_WATCH, PREFIX_LINE_MAX};
 use crate::engine::shm::{self, JobControl};
-use crate::env;
 use crate::sys;
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a rank ended.
@@ -55,14 +57,36 @@ pub struct Outcome {
     pub ends: Vec<End>,
     /// The job id.
     pub job: String,
+    /// Why the launcher ended the job early, if it did.
+    pub stop: Option<Stop>,
 }
 
 impl Outcome {
     /// Whether every rank exited with code 0.
     pub fn success(&self) -> bool {
-        self.ends.iter().all(|e| e.ok())
+        self.ends.iter().all(|e| e.ok()) && self.stop.is_none()
     }
 }
+
+/// Why the launcher ended a job before its ranks finished by themselves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// A rank failed; the others were ended after the grace period.
+    Failure,
+    /// The job ran past its time limit; these ranks were still running.
+    Timeout {
+        /// The limit.
+        limit: Duration,
+        /// Ranks that had not finished.
+        running: Vec<usize>,
+    },
+    /// The launcher received this signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
+    Signal(i32),
+    /// The launcher's output was closed (`tiers run --prefix … | head`).
+    OutputClosed,
+}
+
+pub use crate::config::MAX_RANKS;
 
 /// A job to launch.
 #[derive(Clone, Debug)]
@@ -89,6 +113,11 @@ pub struct Job {
     pub args: Vec<String>,
     /// Extra environment for every rank.
     pub env: Vec<(String, String)>,
+    /// End the job when it runs longer than this.
+    pub timeout: Option<Duration>,
+    /// Forward the launcher's standard input to rank 0 (as mpirun does); the other ranks
+    /// read `/dev/null`. Without it every rank reads `/dev/null`.
+    pub stdin_to_rank0: bool,
 }
 
 impl Job {
@@ -99,14 +128,55 @@ impl Job {
             engine: "shm".into(),
             threads: 1,
             prefix: false,
-            grace: Duration::from_secs(2),
+            grace: LAUNCH_GRACE,
             pin: true,
             report: true,
             discard_stdout: false,
             program: program.into(),
             args: Vec::new(),
             env: Vec::new(),
+            timeout: None,
+            stdin_to_rank0: false,
         }
+    }
+
+    /// Checks, before anything is created, that this host can hold the job: at most
+    /// [`MAX_RANKS`], within the user's process limit, and a control block that fits in the
+    /// shared-memory file system. The error says which limit.
+    pub fn check_limits(&self) -> io::Result<()> {
+        let invalid = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if self.n == 0 {
+            return invalid("-n must be at least 1".into());
+        }
+        if self.n > MAX_RANKS {
+            return invalid(format!(
+                "-n {}: at most {MAX_RANKS} ranks per host (tiers_cluster::launch::MAX_RANKS)",
+                self.n
+            ));
+        }
+        let procs = if self.engine == "local" { 1 } else { self.n };
+        if let Some(limit) = process_limit() {
+            if procs as u64 >= limit {
+                return invalid(format!(
+                    "-n {}: the process limit of this user is {limit} (ulimit -u)",
+                    self.n
+                ));
+            }
+        }
+        if self.engine == "shm" {
+            let need = crate::engine::ctl::Ctl::len(self.n);
+            if let Some(free) = shm_free_bytes() {
+                if need as u64 > free {
+                    return invalid(format!(
+                        "-n {}: the job's control block needs {} MiB of /dev/shm, {} MiB are free",
+                        self.n,
+                        need >> 20,
+                        free >> 20
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Sets the arguments.
@@ -123,12 +193,7 @@ impl Job {
 
     /// Starts the ranks, watches them to the end, cleans up.
     pub fn run(&self) -> io::Result<Outcome> {
-        if self.n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "-n must be at least 1",
-            ));
-        }
+        self.check_limits()?;
         shm::sweep_stale();
         let job = shm::new_job_id();
         let procs = if self.engine == "local" { 1 } else { self.n };
@@ -147,7 +212,12 @@ impl Job {
         let mut children: Vec<Option<Child>> = Vec::new();
         let mut pids = Vec::new();
         let mut pumps = Vec::new();
+        let mut ends: Vec<Option<End>> = vec![None; procs];
+        let closed = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
         for r in 0..procs {
+            // Ranks that already ended are reaped while the others start.
+            self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
             let mut cmd = Command::new(&self.program);
             cmd.args(&self.args)
                 .env(env::ENGINE, &self.engine)
@@ -161,6 +231,11 @@ impl Job {
                 .envs(self.env.iter().map(|(k, v)| (k, v)));
             if self.prefix {
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+            if r == 0 && self.stdin_to_rank0 {
+                cmd.stdin(Stdio::piped());
+            } else {
+                cmd.stdin(Stdio::null());
             }
             if self.discard_stdout {
                 cmd.stdout(Stdio::null());
@@ -186,11 +261,19 @@ impl Job {
             };
             if self.prefix {
                 if let Some(o) = child.stdout.take() {
-                    pumps.push(std::thread::spawn(move || pump(o, r, false)));
+                    let c = closed.clone();
+                    pumps.push(std::thread::spawn(move || pump(o, r, false, &c)));
                 }
                 if let Some(o) = child.stderr.take() {
-                    pumps.push(std::thread::spawn(move || pump(o, r, true)));
+                    let c = closed.clone();
+                    pumps.push(std::thread::spawn(move || pump(o, r, true, &c)));
                 }
+            }
+            if let Some(mut to) = child.stdin.take() {
+                // Not joined: it ends with the launcher's input or at the first failed write.
+                std::thread::spawn(move || {
+                    let _ = io::copy(&mut io::stdin().lock(), &mut to);
+                });
             }
             pids.push(child.id());
             children.push(Some(child));
@@ -205,54 +288,58 @@ impl Job {
                 None
             }
         };
-        let mut ends: Vec<Option<End>> = vec![None; procs];
         let mut failed_at: Option<Instant> = None;
         let mut termed_at: Option<Instant> = None;
+        let mut stop: Option<Stop> = None;
         while ends.iter().any(Option::is_none) {
-            for r in 0..procs {
-                let Some(c) = children[r].as_mut() else {
-                    continue;
-                };
-                let Ok(Some(st)) = c.try_wait() else { continue };
-                children[r] = None;
-                let end = if termed_at.is_some() && st.signal().is_some() {
-                    End::Stopped
-                } else if let Some(s) = st.signal() {
-                    End::Signaled(s)
-                } else {
-                    End::Exited(st.code().unwrap_or(-1))
-                };
-                ends[r] = Some(end);
-                if let Some(jc) = &jc {
-                    jc.mark(r, !end.ok());
-                }
-                if !end.ok() && end != End::Stopped {
+            if self.reap(
+                &mut children,
+                &mut ends,
+                jc.as_ref(),
+                &pids,
+                termed_at.is_some(),
+            ) {
+                failed_at.get_or_insert_with(Instant::now);
+                stop.get_or_insert(Stop::Failure);
+            }
+            let now = Instant::now();
+            let at_once = now.checked_sub(self.grace).unwrap_or(started);
+            if let Some(sig) = sys::termination() {
+                if !matches!(stop, Some(Stop::Signal(_))) {
                     if self.report {
-                        let how = match end {
-                            End::Exited(c) => format!("exited with code {c}"),
-                            End::Signaled(s) => {
-                                format!("was killed by signal {s} ({})", sys::signal_name(s))
-                            }
-                            End::Stopped => unreachable!(),
-                        };
-                        eprintln!("tiers run: rank {r} (pid {}) {how}", pids[r]);
+                        eprintln!(
+                            "tiers run: {} received, ending the ranks",
+                            sys::signal_name(sig)
+                        );
                     }
-                    failed_at.get_or_insert_with(Instant::now);
+                    stop = Some(Stop::Signal(sig));
+                    failed_at = Some(at_once);
                 }
             }
-            if let Some(sig) = sys::termination() {
-                failed_at.get_or_insert(Instant::now() - self.grace);
-                if self.report && termed_at.is_none() {
-                    eprintln!(
-                        "tiers run: {} received, ending the ranks",
-                        sys::signal_name(sig)
-                    );
+            if let Some(limit) = self.timeout {
+                if stop.is_none() && started.elapsed() >= limit {
+                    let running: Vec<usize> = (0..procs).filter(|&r| ends[r].is_none()).collect();
+                    if self.report {
+                        eprintln!(
+                            "tiers run: the job ran past its time limit of {:?}; ranks {running:?} are still running, ending them",
+                            limit
+                        );
+                    }
+                    stop = Some(Stop::Timeout { limit, running });
+                    failed_at = Some(at_once);
                 }
+            }
+            if stop.is_none() && closed.load(Ordering::Relaxed) {
+                if self.report {
+                    eprintln!("tiers run: the output was closed, ending the ranks");
+                }
+                stop = Some(Stop::OutputClosed);
+                failed_at = Some(at_once);
             }
             if let Some(t) = failed_at {
                 if termed_at.is_none() && t.elapsed() >= self.grace {
                     let left: Vec<usize> = (0..procs).filter(|&r| ends[r].is_none()).collect();
-                    if self.report && !left.is_empty() {
+                    if self.report && !left.is_empty() && stop == Some(Stop::Failure) {
                         eprintln!("tiers run: ending ranks {left:?} after a failure");
                     }
                     for &r in &left {
@@ -262,13 +349,13 @@ impl Job {
                 }
             }
             if let Some(t) = termed_at {
-                if t.elapsed() >= Duration::from_secs(1) {
+                if t.elapsed() >= LAUNCH_KILL_AFTER {
                     for r in (0..procs).filter(|&r| ends[r].is_none()) {
                         sys::signal_group(pids[r], libc::SIGKILL);
                     }
                 }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(LAUNCH_WATCH);
         }
         if let Some(g) = guardian {
             g.release();
@@ -279,18 +366,88 @@ impl Job {
         drop(jc);
         shm::remove_job(&job);
         Ok(Outcome {
-            ends: ends.into_iter().map(|e| e.expect("all ended")).collect(),
+            ends: ends
+                .into_iter()
+                .map(|e| e.unwrap_or(End::Stopped))
+                .collect(),
             job,
+            stop,
         })
+    }
+
+    /// Collects the ranks that ended since the last call; `true` when one of them failed.
+    /// `stopping`: the launcher has signalled the ranks, so a death by signal is its doing.
+    fn reap(
+        &self,
+        children: &mut [Option<Child>],
+        ends: &mut [Option<End>],
+        jc: Option<&JobControl>,
+        pids: &[u32],
+        stopping: bool,
+    ) -> bool {
+        let mut failed = false;
+        for r in 0..children.len() {
+            let Some(c) = children[r].as_mut() else {
+                continue;
+            };
+            let Ok(Some(st)) = c.try_wait() else { continue };
+            children[r] = None;
+            let end = if stopping && st.signal().is_some() {
+                End::Stopped
+            } else if let Some(s) = st.signal() {
+                End::Signaled(s)
+            } else {
+                End::Exited(st.code().unwrap_or(-1))
+            };
+            ends[r] = Some(end);
+            if let Some(jc) = jc {
+                jc.mark(r, !end.ok());
+            }
+            if !end.ok() && end != End::Stopped {
+                if self.report {
+                    let how = match end {
+                        End::Exited(c) => format!("exited with code {c}"),
+                        End::Signaled(s) => {
+                            format!("was killed by signal {s} ({})", sys::signal_name(s))
+                        }
+                        End::Stopped => String::new(),
+                    };
+                    eprintln!("tiers run: rank {r} (pid {}) {how}", pids[r]);
+                }
+                failed = true;
+            }
+        }
+        failed
     }
 }
 
-fn pump(src: impl io::Read, rank: usize, err: bool) {
+/// The user's soft process limit (`ulimit -u`), when there is one.
+fn process_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+/// Free bytes in the shared-memory file system, when it can be asked.
+fn shm_free_bytes() -> Option<u64> {
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a struct statvfs to fill.
+    let ok = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) } == 0;
+    ok.then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Forwards a rank's output line by line with a `[rank] ` prefix; when the launcher's own
+/// output is closed, flags it and stops (the rank then gets SIGPIPE on its next write).
+fn pump(src: impl io::Read, rank: usize, err: bool, closed: &AtomicBool) {
     let mut r = io::BufReader::new(src);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match r.read_until(b'\n', &mut line) {
+        match io::Read::take(&mut r, PREFIX_LINE_MAX as u64).read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {
                 if !line.ends_with(b"\n") {
@@ -298,11 +455,15 @@ fn pump(src: impl io::Read, rank: usize, err: bool) {
                 }
                 let mut buf = format!("[{rank}] ").into_bytes();
                 buf.extend_from_slice(&line);
-                let _ = if err {
+                let res = if err {
                     io::stderr().lock().write_all(&buf)
                 } else {
                     io::stdout().lock().write_all(&buf)
                 };
+                if res.is_err() {
+                    closed.store(true, Ordering::Relaxed);
+                    return;
+                }
             }
         }
     }
@@ -329,7 +490,12 @@ pub fn resolve(prog: &str) -> PathBuf {
     PathBuf::from(prog)
 }
 
-/// Makes SIGINT, SIGTERM and SIGHUP end the running job cleanly (its ranks stopped, its
+/// The name of signal `sig` (`SIGINT`, …).
+pub fn signal_name(sig: i32) -> &'static str {
+    sys::signal_name(sig)
+}
+
+/// Makes SIGINT, SIGTERM, SIGHUP and SIGQUIT end the running job cleanly (its ranks stopped, its
 /// shared-memory objects removed) instead of killing the launcher outright. A command-line
 /// launcher calls this once before [`Job::run`].
 pub fn catch_termination() {

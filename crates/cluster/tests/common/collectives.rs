@@ -2,14 +2,14 @@
 //! operation at lengths on both sides of the small (one-line) path.
 
 use super::{ok, Fixture, S1};
-use tiers_cluster::{Error, Op, Reducible, Timeout, World};
+use tiers_cluster::{Error, Notification, Op, Reducible, Timeout, World};
 
 const BLK: Timeout = Timeout::Block;
 
 /// Rank 0 releases every other rank, held back in [`held`] until notification `id` arrives.
 fn release(f: &Fixture<'_>, id: usize) {
     for r in 1..f.n {
-        ok(f.q.notify(r, S1, id, 1), "release");
+        ok(f.q.notify(r, S1, Notification { id, value: 1 }), "release");
     }
     ok(f.q.wait(BLK), "wait");
 }

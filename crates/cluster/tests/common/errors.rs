@@ -2,7 +2,9 @@
 //! nothing is posted.
 
 use super::{ok, Fixture, S1};
-use tiers_cluster::{Error, SegId, Timeout, World, DEFAULT_QUEUE_DEPTH, NOTIFICATIONS};
+use tiers_cluster::{
+    Error, Notification, SegId, Timeout, World, DEFAULT_QUEUE_DEPTH, NOTIFICATIONS,
+};
 
 /// A rank that does not exist, as a target of every kind of call.
 pub fn bad_rank_is_refused(w: &World) {
@@ -10,11 +12,11 @@ pub fn bad_rank_is_refused(w: &World) {
     let n = f.n;
     let q = ok(w.queue(3), "queue");
     assert_eq!(
-        q.write(S1, 0, n, S1, 0, 8),
+        q.write(S1.at(0), S1.on(n, 0), 8),
         Err(Error::NoSuchRank { rank: n, size: n })
     );
     assert_eq!(
-        q.read(S1, 0, n + 5, S1, 0, 8),
+        q.read(S1.at(0), S1.on(n + 5, 0), 8),
         Err(Error::NoSuchRank {
             rank: n + 5,
             size: n
@@ -40,7 +42,7 @@ pub fn out_of_bounds_is_refused(w: &World) {
     let size1 = Fixture::size1(f.n);
     let q = ok(w.queue(3), "queue");
     assert_eq!(
-        q.write(S1, 0, peer, S1, size1 - 4, 8),
+        q.write(S1.at(0), S1.on(peer, size1 - 4), 8),
         Err(Error::OutOfBounds {
             rank: peer,
             seg: 1,
@@ -50,7 +52,7 @@ pub fn out_of_bounds_is_refused(w: &World) {
         })
     );
     assert_eq!(
-        q.read(S1, size1, peer, S1, 0, 1),
+        q.read(S1.at(size1), S1.on(peer, 0), 1),
         Err(Error::OutOfBounds {
             rank: me,
             seg: 1,
@@ -60,7 +62,7 @@ pub fn out_of_bounds_is_refused(w: &World) {
         })
     );
     assert_eq!(
-        q.write(S1, 0, peer, S1, usize::MAX, 2),
+        q.write(S1.at(0), S1.on(peer, usize::MAX), 2),
         Err(Error::OutOfBounds {
             rank: peer,
             seg: 1,
@@ -98,11 +100,11 @@ pub fn unknown_segment_is_refused(w: &World) {
     let (me, peer) = (f.me, f.next);
     let q = ok(w.queue(3), "queue");
     assert_eq!(
-        q.write(S1, 0, peer, SegId(9), 0, 8),
+        q.write(S1.at(0), SegId(9).on(peer, 0), 8),
         Err(Error::NoSuchSegment { seg: 9, rank: peer })
     );
     assert_eq!(
-        q.write(SegId(9), 0, peer, S1, 0, 8),
+        q.write(SegId(9).at(0), S1.on(peer, 0), 8),
         Err(Error::NoSuchSegment { seg: 9, rank: me })
     );
     assert_eq!(
@@ -143,14 +145,14 @@ pub fn bad_queue_or_notification_is_refused(w: &World) {
     ));
     assert_eq!(NOTIFICATIONS, 1024);
     assert_eq!(
-        q.notify(peer, S1, 1024, 1),
+        q.notify(peer, S1, Notification { id: 1024, value: 1 }),
         Err(Error::NoSuchNotification {
             id: 1024,
             count: 1024
         })
     );
     assert_eq!(
-        q.notify(peer, S1, 3, 0),
+        q.notify(peer, S1, Notification { id: 3, value: 0 }),
         Err(Error::ZeroNotification { id: 3 })
     );
     assert_eq!(
@@ -210,10 +212,13 @@ pub fn full_queue_is_refused_until_a_wait(w: &World) {
     let me = f.me;
     let q = ok(w.queue(3), "queue");
     for i in 0..DEFAULT_QUEUE_DEPTH {
-        ok(q.write(S1, 0, me, S1, 8 * (i % 64) + 512, 8), "fill queue");
+        ok(
+            q.write(S1.at(0), S1.on(me, 8 * (i % 64) + 512), 8),
+            "fill queue",
+        );
     }
     assert_eq!(
-        q.write(S1, 0, me, S1, 0, 8),
+        q.write(S1.at(0), S1.on(me, 0), 8),
         Err(Error::QueueFull {
             queue: 3,
             depth: DEFAULT_QUEUE_DEPTH
@@ -222,7 +227,7 @@ pub fn full_queue_is_refused_until_a_wait(w: &World) {
     assert_eq!(q.posted(), DEFAULT_QUEUE_DEPTH);
     ok(q.wait(Timeout::Block), "wait");
     assert_eq!(q.posted(), 0);
-    ok(q.write(S1, 0, me, S1, 0, 8), "after wait");
+    ok(q.write(S1.at(0), S1.on(me, 0), 8), "after wait");
     ok(q.wait(Timeout::Block), "wait");
     ok(w.barrier(Timeout::Block), "barrier");
     f.done();

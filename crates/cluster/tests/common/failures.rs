@@ -30,7 +30,7 @@ pub fn killed(w: &World, victim: usize, die: impl FnOnce()) {
     assert_eq!(w.health(victim), Ok(Health::Failed));
     let q = ok(w.queue(0), "queue");
     assert_eq!(
-        q.write(S1, 0, victim, S1, 0, 8),
+        q.write(S1.at(0), S1.on(victim, 0), 8),
         Err(Error::PeerFailed(victim))
     );
     assert_eq!(

@@ -145,8 +145,8 @@ fn random(w: &World, seed: u64) {
                 continue;
             }
             let got: Result<u64, Error> = match kind {
-                0 => q.write(sid(ls), lo, r, sid(rs), ro, len).map(|_| 0),
-                1 => q.read(sid(ls), lo, r, sid(rs), ro, len).map(|_| 0),
+                0 => q.write(sid(ls).at(lo), sid(rs).on(r, ro), len).map(|_| 0),
+                1 => q.read(sid(ls).at(lo), sid(rs).on(r, ro), len).map(|_| 0),
                 2 => w.atomic_fetch_add(sid(rs), ro / 4 * 4, r, value),
                 3 => {
                     let expected = if value % 2 == 0 { value % 5 } else { 0 };

@@ -1,7 +1,7 @@
 //! One-sided communication: segments, writes, reads, list operations and notifications.
 
 use super::{ok, Fixture, S1, S2};
-use tiers_cluster::{Error, Timeout, Transfer, World};
+use tiers_cluster::{Error, Notification, Timeout, Transfer, World};
 
 const BLK: Timeout = Timeout::Block;
 
@@ -25,7 +25,15 @@ pub fn write_notify_shows_data_before_the_notification(w: &World) {
         let v = [round as u8; 256];
         ok(seg.write(0, &v), "local write");
         ok(
-            q.write_notify(S1, 0, f.next, S1, 1024, 256, 7, round),
+            q.write_notify(
+                S1.at(0),
+                S1.on(f.next, 1024),
+                256,
+                Notification {
+                    id: 7,
+                    value: round,
+                },
+            ),
             "write_notify",
         );
         ok(q.wait(BLK), "wait");
@@ -39,7 +47,17 @@ pub fn write_notify_shows_data_before_the_notification(w: &World) {
             "round {round}: data after notification"
         );
         // Nobody may run more than one round ahead (the notification would be overwritten).
-        ok(q.notify(f.prev, S1, 8, round), "ack");
+        ok(
+            q.notify(
+                f.prev,
+                S1,
+                Notification {
+                    id: 8,
+                    value: round,
+                },
+            ),
+            "ack",
+        );
         ok(w.notify_waitsome(S1, 8..9, BLK), "ack wait");
         ok(w.notify_reset(S1, 8), "ack reset");
     }
@@ -56,7 +74,10 @@ fn pattern(from: usize, to: usize) -> Vec<u8> {
 fn write_everywhere(f: &Fixture<'_>) {
     for r in 0..f.n {
         ok(f.seg.write(2048, &pattern(f.me, r)), "pattern");
-        ok(f.q.write(S1, 2048, r, S1, 4096 + 64 * f.me, 64), "write");
+        ok(
+            f.q.write(S1.at(2048), S1.on(r, 4096 + 64 * f.me), 64),
+            "write",
+        );
         ok(f.q.wait(BLK), "wait");
     }
     ok(f.w.barrier(BLK), "barrier");
@@ -79,7 +100,10 @@ pub fn writes_reach_every_rank(w: &World) {
 pub fn reads_fetch_remote_data(w: &World) {
     let f = Fixture::new(w);
     write_everywhere(&f);
-    ok(f.q.read(S1, 3000, f.next, S1, 4096 + 64 * f.me, 64), "read");
+    ok(
+        f.q.read(S1.at(3000), S1.on(f.next, 4096 + 64 * f.me), 64),
+        "read",
+    );
     ok(f.q.wait(BLK), "wait");
     let mut got = [0u8; 64];
     ok(f.seg.read(3000, &mut got), "read local");
@@ -101,10 +125,10 @@ pub fn write_list_notify_delivers_every_write(w: &World) {
     let f = Fixture::new(w);
     fill_words(&f);
     let list: Vec<Transfer> = (0..8)
-        .map(|i| Transfer::new(S2, 8 * i, f.next, S2, 512 + 8 * (7 - i), 8))
+        .map(|i| Transfer::new(S2.at(8 * i), S2.on(f.next, 512 + 8 * (7 - i)), 8))
         .collect();
     ok(
-        f.q.write_list_notify(&list, f.next, S2, 3, 5),
+        f.q.write_list_notify(&list, f.next, S2, Notification { id: 3, value: 5 }),
         "write_list_notify",
     );
     ok(f.q.wait(BLK), "wait");
@@ -126,7 +150,7 @@ pub fn read_list_fetches_every_transfer(w: &World) {
     let f = Fixture::new(w);
     fill_words(&f);
     let rl: Vec<Transfer> = (0..4)
-        .map(|i| Transfer::new(S2, 256 + 8 * i, f.prev, S2, 8 * i, 8))
+        .map(|i| Transfer::new(S2.at(256 + 8 * i), S2.on(f.prev, 8 * i), 8))
         .collect();
     ok(w.barrier(BLK), "barrier");
     ok(f.q.read_list(&rl), "read_list");
@@ -164,7 +188,7 @@ pub fn deleted_segment_is_gone_and_can_be_recreated(w: &World) {
     ok(w.barrier(BLK), "barrier");
     ok(w.segment_delete(S2, BLK), "delete");
     assert_eq!(
-        f.q.write(S1, 0, f.next, S2, 0, 8),
+        f.q.write(S1.at(0), S2.on(f.next, 0), 8),
         Err(Error::NoSuchSegment {
             seg: 2,
             rank: f.next
@@ -173,7 +197,10 @@ pub fn deleted_segment_is_gone_and_can_be_recreated(w: &World) {
     let s2 = ok(w.segment(S2, 128), "re-create");
     assert_eq!(s2.len(), 128);
     assert_eq!(ok(s2.get::<u64>(0), "zeroed"), 0);
-    ok(f.q.write(S1, 0, f.next, S2, 120, 8), "write to re-created");
+    ok(
+        f.q.write(S1.at(0), S2.on(f.next, 120), 8),
+        "write to re-created",
+    );
     ok(f.q.wait(BLK), "wait");
     ok(w.barrier(BLK), "final barrier");
     f.done();

@@ -2,7 +2,7 @@
 
 use super::ok;
 use std::time::Duration;
-use tiers_cluster::{SegId, Timeout, World};
+use tiers_cluster::{Notification, SegId, Timeout, World};
 
 /// `t` threads of every rank communicate at once (the hybrid pattern: several workers per rank
 /// each with its own queue). Thread `i` of rank `r` writes a block into every other rank with a
@@ -35,14 +35,13 @@ pub fn threads(w: &World, t: usize, rounds: usize) {
                     for r in (0..n).filter(|&r| r != me) {
                         ok(
                             q.write_notify(
-                                S,
-                                stage + i * BLK,
-                                r,
-                                S,
-                                (me * t + i) * BLK,
+                                S.at(stage + i * BLK),
+                                S.on(r, (me * t + i) * BLK),
                                 BLK,
-                                i * n + me,
-                                1 + round as u32,
+                                Notification {
+                                    id: i * n + me,
+                                    value: 1 + round as u32,
+                                },
                             ),
                             "threaded write_notify",
                         );
@@ -77,7 +76,7 @@ pub fn threads(w: &World, t: usize, rounds: usize) {
                         let right = (me + 1) % n;
                         let dst = stage + i * BLK;
                         ok(
-                            q.read(S, dst, right, S, (me * t + i) * BLK, BLK),
+                            q.read(S.at(dst), S.on(right, (me * t + i) * BLK), BLK),
                             "threaded read",
                         );
                         ok(q.wait(blk), "read wait");
@@ -93,7 +92,17 @@ pub fn threads(w: &World, t: usize, rounds: usize) {
                     // Acknowledge to every sender's thread i (id i·n + me at its segment is not
                     // free: use the counter-free second half, ids (t + i)·n + me).
                     for r in (0..n).filter(|&r| r != me) {
-                        ok(q.notify(r, S, (t + i) * n + me, 1), "ack");
+                        ok(
+                            q.notify(
+                                r,
+                                S,
+                                Notification {
+                                    id: (t + i) * n + me,
+                                    value: 1,
+                                },
+                            ),
+                            "ack",
+                        );
                     }
                     ok(q.wait(blk), "ack wait");
                     for _ in 0..n - 1 {

@@ -1,4 +1,4 @@
-//! The hierarchical (NUMA) barrier of seed 004: threads first meet inside their domain (the
+//! The hierarchical (NUMA) barrier of [GPI-MCTP]: threads first meet inside their domain (the
 //! threads sharing a last-level cache or a NUMA node), then one leader per domain meets the other
 //! leaders, then each leader releases its domain. Only the leaders' flags cross domains, so the
 //! traffic between sockets is one line per domain per round instead of one per thread.

@@ -1,6 +1,6 @@
 //! Barriers: every thread of a group waits until all have arrived.
 //!
-//! MCTP (seed 004) offers active, passive, relaxed and NUMA barriers; tiers has each of them
+//! MCTP ([GPI-MCTP]) offers active, passive, relaxed and NUMA barriers; tiers has each of them
 //! plus an adaptive one that the pool uses by default:
 //!
 //! | type | algorithm | waiting |

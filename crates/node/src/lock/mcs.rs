@@ -5,14 +5,23 @@
 //! Queue nodes live in a small per-thread set (up to [`MAX_HELD`] MCS locks held at once by one
 //! thread, in any release order), so taking the lock allocates nothing.
 
-use super::{Backoff, RawLock};
+use super::RawLock;
 use crate::padded::CachePadded;
 use crate::sync::{AtomicBool, AtomicPtr, Ordering};
+use crate::wait::Backoff;
 use core::cell::Cell;
 use core::ptr;
 
 /// How many MCS locks one thread may hold at the same time.
 pub const MAX_HELD: usize = 8;
+
+/// How a waiter waits for its flag (and a releasing holder for its successor's link): pauses
+/// doubling to 2^8 hints, then yields for as long as it takes. The flag is in the waiter's own
+/// cache line, so looking costs the holder nothing and the longer top pause (than
+/// [`Backoff::SPIN_LIMIT`]) only spares a sibling hyperthread; the lock's value since it was
+/// written, not re-measured. Never a sleep: nobody would wake the waiter, and in a FIFO queue
+/// a waiter that naps through its turn holds up every waiter behind it.
+const WAIT: Backoff = Backoff::new().spin_limit(8).never_sleep();
 
 struct Node {
     next: AtomicPtr<Node>,
@@ -136,7 +145,7 @@ unsafe impl RawLock for McsLock {
             // SAFETY: a node in the queue stays valid until its owner has handed the lock on,
             // which it cannot do before we link ourselves behind it.
             unsafe { (*pred).next.store(node as *mut Node, Ordering::Release) };
-            let mut backoff = Backoff::new();
+            let mut backoff = WAIT;
             while n.locked.load(Ordering::Acquire) {
                 backoff.snooze();
             }
@@ -189,7 +198,7 @@ unsafe impl RawLock for McsLock {
                 return;
             }
             // A successor swapped itself in but has not linked itself yet.
-            let mut backoff = Backoff::new();
+            let mut backoff = WAIT;
             loop {
                 next = n.next.load(Ordering::Acquire);
                 if !next.is_null() {

@@ -1,4 +1,4 @@
-//! Locks and critical sections (seed 004, Fig. 5: the time to pass through a critical section
+//! Locks and critical sections ([GPI-MCTP], Fig. 5: the time to pass through a critical section
 //! that increments a shared integer).
 //!
 //! | lock | fairness | hand-off |
@@ -19,7 +19,7 @@ pub use mcs::McsLock;
 pub use ticket::TicketLock;
 pub use ttas::TtasLock;
 
-use crate::sync::{spin_hint, yield_now, UnsafeCell};
+use crate::sync::UnsafeCell;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 
@@ -172,40 +172,6 @@ static CRITICAL: Lock<McsLock, ()> = Lock {
 pub fn critical<U>(f: impl FnOnce() -> U) -> U {
     let _g = CRITICAL.lock();
     f()
-}
-
-/// Spins with growing pauses, then yields: waiting on a lock must not starve the holder when
-/// threads outnumber cores.
-pub(crate) struct Backoff(u32);
-
-impl Backoff {
-    const SPIN_LIMIT: u32 = 8;
-    const YIELD_LIMIT: u32 = 10;
-
-    #[inline]
-    pub(crate) fn new() -> Self {
-        Backoff(0)
-    }
-
-    /// Waits a little, longer each call; past a limit, gives the processor away.
-    #[inline]
-    pub(crate) fn snooze(&mut self) {
-        // Under loom a spin is a scheduling point already: one per call keeps models small.
-        if cfg!(loom) {
-            spin_hint();
-            return;
-        }
-        if self.0 <= Self::SPIN_LIMIT {
-            for _ in 0..1u32 << self.0 {
-                spin_hint();
-            }
-        } else {
-            yield_now();
-        }
-        if self.0 <= Self::YIELD_LIMIT {
-            self.0 += 1;
-        }
-    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -2,7 +2,28 @@
 //! proportion to how many are ahead of them, so the shared word is polled less under contention.
 
 use super::RawLock;
-use crate::sync::{spin_hint, yield_now, AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
+use crate::wait::Backoff;
+
+/// Pause hints per waiter ahead between two looks at `serving`: the waiter's turn comes no
+/// sooner than that many critical sections and hand-overs away, so it looks rarely while it is
+/// far back (every look pulls the shared line across) and often when it is next.
+const PAUSES_PER_WAITER_AHEAD: u32 = 2;
+/// Waiters ahead past which the pause stops growing (it is then 128 hints, a few µs at most).
+const MAX_AHEAD: u32 = 64;
+/// Looks before a waiter also yields each round: a turn that takes this long is probably held
+/// up by a descheduled thread ahead, which needs the core.
+const LOOKS_BEFORE_YIELDING: u32 = 64;
+/// The wait besides the proportional pause: [`LOOKS_BEFORE_YIELDING`] looks, then a yield each
+/// round for as long as it takes. Never a nap: nobody would wake the waiter, and in a FIFO
+/// lock a waiter that naps through its turn holds up everyone behind it. These are the values
+/// the lock has had since it was written, not re-measured.
+const WAIT: Backoff = Backoff::new()
+    .without_pause()
+    .spin_limit(0)
+    .spin_steps(LOOKS_BEFORE_YIELDING)
+    .yield_limit(0)
+    .never_sleep();
 
 /// A FIFO ticket lock.
 #[derive(Debug)]
@@ -46,21 +67,15 @@ unsafe impl RawLock for TicketLock {
     #[inline]
     fn lock(&self) {
         let ticket = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut rounds = 0u32;
+        let mut backoff = WAIT;
         loop {
             let now = self.serving.load(Ordering::Acquire);
             if now == ticket {
                 return;
             }
             let ahead = ticket.wrapping_sub(now);
-            for _ in 0..ahead.min(64) * 2 {
-                spin_hint();
-            }
-            rounds += 1;
-            if rounds > 64 {
-                // Our turn may be held up by a descheduled thread ahead of us.
-                yield_now();
-            }
+            Backoff::pause(ahead.min(MAX_AHEAD) * PAUSES_PER_WAITER_AHEAD);
+            backoff.snooze();
         }
     }
 

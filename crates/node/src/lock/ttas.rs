@@ -10,19 +10,17 @@
 
 use super::RawLock;
 use crate::futex;
-use crate::sync::{spin_hint, yield_now, AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
+use crate::wait::Backoff;
 
-// The waiting schedule, chosen by measuring a contended increment on two cores (it is also
-// parking_lot's): four looks after 1, 2, 4, 8 pauses, then seven looks each after a yield,
-// then sleep. Polling while the lock is held, or spinning longer, keeps the line bouncing
-// away from the holder; sleeping sooner makes the holder pay a wake-up every few releases.
-/// Spin looks (after 2^0 .. 2^MAX_EXP pauses) before a waiter yields.
-const MAX_EXP: u32 = 3;
-/// Yields (each followed by one look) before a waiter sleeps.
-#[cfg(not(loom))]
-const YIELDS: u32 = 7;
-#[cfg(loom)]
-const YIELDS: u32 = 1;
+/// The waiting schedule, chosen by measuring a contended increment on two cores (it is also
+/// parking_lot's): four looks after 1, 2, 4, 8 pauses, then seven looks each after a yield,
+/// then sleep on the futex. Polling while the lock is held, or spinning longer, keeps the line
+/// bouncing away from the holder; sleeping sooner makes the holder pay a wake-up every few
+/// releases. The waiter does not poll while it pauses: every read pulls the line from the
+/// holder.
+const WAIT: Backoff = Backoff::new().spin_limit(3).yield_limit(7);
+
 /// A test-and-test-and-set lock that spins, then sleeps.
 #[derive(Debug)]
 pub struct TtasLock {
@@ -57,18 +55,9 @@ impl TtasLock {
 
     #[cold]
     fn lock_slow(&self) {
-        // Spin: wait 2^exp pauses, then one look (and a swap if it looks free). The waiter
-        // does not poll while it waits: every read pulls the line from the holder.
-        for exp in 0..=MAX_EXP {
-            for _ in 0..1u32 << exp {
-                spin_hint();
-            }
-            if self.try_lock().is_some() {
-                return;
-            }
-        }
-        for _ in 0..YIELDS {
-            yield_now();
+        let mut backoff = WAIT;
+        while !backoff.is_completed() {
+            backoff.snooze();
             if self.try_lock().is_some() {
                 return;
             }

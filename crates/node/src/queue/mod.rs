@@ -1,16 +1,16 @@
 //! Message queues: the inboxes of the message-driven scheduler.
 //!
-//! Charm++'s SMP port (seed 001) found that one shared, locked inbox per core collapses under
+//! Charm++'s SMP port ([Mei2010]) found that one shared, locked inbox per core collapses under
 //! many producers, and that giving every producer its own lock-free single-producer queue into
-//! each consumer ("a queue pair per producer") removes that contention. [`PcQueue`] is exactly
+//! each consumer ("a queue pair per producer") removes that contention. [`Inbox`] is exactly
 //! that: one bounded SPSC ring ([`spsc`]) per producer, polled round-robin by the one consumer,
 //! with batched consumption so the consumer publishes its progress once per batch, not once
 //! per message.
 
-mod pc;
+mod inbox;
 pub mod spsc;
 
-pub use pc::{PcQueue, PcSender, DEFAULT_CAPACITY, DEFAULT_MAX_PRODUCERS};
+pub use inbox::{Inbox, InboxSender, DEFAULT_CAPACITY, DEFAULT_MAX_PRODUCERS};
 
 /// A push into a full queue: the value comes back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

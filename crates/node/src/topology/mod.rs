@@ -1,6 +1,6 @@
 //! What the machine is made of: packages (sockets), NUMA nodes, cores, hardware threads, the
 //! caches and which processors share each, the SIMD level, and the affinity mask the process
-//! may run on (MCTP's "full hardware awareness", seed 004).
+//! may run on (MCTP's "full hardware awareness", [GPI-MCTP]).
 //!
 //! Read from Linux `/sys` ([`sysfs`]), or through hwloc with the `hwloc` feature
 //! ([`Topology::detect_hwloc`]). Where `/sys` says nothing (another OS, a locked-down

@@ -11,7 +11,7 @@ use super::{Ctx, Outcome};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tiers_apps::alu::{generate, AluSpec};
-use tiers_apps::cluster::em_step;
+use tiers_apps::clustering::em_step;
 use tiers_apps::distance::{pairwise, Metric};
 use tiers_apps::matrix::{to_npy, DistMatrix};
 use tiers_apps::mds::{guttman_step, random_start, smacof, MdsOptions};

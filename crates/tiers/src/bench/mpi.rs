@@ -1,26 +1,320 @@
-//! MPI's own numbers beside tiers' under `mpirun` (feature `mpi`): `ranks` and `put` with rows
-//! `mpi` (MPI called directly), `tiers-mpi` (every rank its own host) and `tiers-shm`
-//! (multi-tier).
+//! MPI's own numbers beside tiers' in one launch (`mpirun -n 2 tiers bench ranks|put`, with
+//! the `mpi` feature).
+//!
+//! Rows: `mpi` (MPI_Barrier, MPI_Allreduce, MPI_Put + MPI_Win_flush, MPI_Fetch_and_op called
+//! directly through rsmpi's bindings), `tiers-mpi` (a tiers world on the mpi engine with every
+//! rank its own host, so all traffic goes through MPI) and `tiers-shm` (the same engine
+//! multi-tier: ranks of one host talk through shared memory). Every rank runs the same number
+//! of iterations (agreed with an allreduce), every sample is the slowest rank's time, and the
+//! implementations alternate sample by sample so that a noisy machine slows all alike.
 
 use super::Outcome;
-use tiers_bench::{Opts, Report};
-use tiers_cluster::engine::mpi::bench as mpi_bench;
+use serde_json::json;
+use std::time::Instant;
+use tiers_bench::{median, progress, Opts, Report};
+use tiers_cluster::engine::mpi::baseline::Mpi;
+use tiers_cluster::engine::mpi::{collective_algorithm, MpiConfig, MpiEngine};
+use tiers_cluster::{Builder, Op, SegId, Timeout, World};
 
-/// Whether this process was started by an MPI launcher.
+type Res<T> = tiers_cluster::Result<T>;
+
+/// Samples per implementation and configuration.
+const SAMPLES: usize = 7;
+
+/// One implementation under test: runs `n` operations, returns nothing (timed outside).
+struct Cand<'a> {
+    name: &'static str,
+    run: Box<dyn FnMut(u64) + 'a>,
+}
+
+fn slowest(mpi: &Mpi, t: f64) -> f64 {
+    let mut out = [0.0f64];
+    mpi.allreduce_f64(&[t], &mut out, Op::Max);
+    out[0]
+}
+
+fn timed(mpi: &Mpi, f: &mut dyn FnMut(u64), n: u64) -> f64 {
+    mpi.barrier();
+    let t0 = Instant::now();
+    f(n);
+    slowest(mpi, t0.elapsed().as_secs_f64())
+}
+
+/// Seconds per operation of each candidate (median of SAMPLES samples, alternating).
+fn measure(mpi: &Mpi, min_time: f64, cands: &mut [Cand<'_>]) -> Vec<f64> {
+    let target = (min_time / SAMPLES as f64).max(1e-4);
+    let mut iters = Vec::new();
+    for c in cands.iter_mut() {
+        (c.run)(4); // warm up
+        let mut n = 1u64;
+        loop {
+            let t = timed(mpi, &mut *c.run, n);
+            if t >= target / 4.0 || n >= 1 << 32 {
+                iters.push(((target * n as f64 / t.max(1e-12)) as u64).clamp(1, 1 << 32));
+                break;
+            }
+            n *= 2;
+        }
+    }
+    let mut samples = vec![Vec::new(); cands.len()];
+    for _ in 0..SAMPLES {
+        for (i, c) in cands.iter_mut().enumerate() {
+            let t = timed(mpi, &mut *c.run, iters[i]);
+            samples[i].push(t / iters[i] as f64);
+        }
+    }
+    samples.iter().map(|s| median(s)).collect()
+}
+
+/// Two worlds on the mpi engine: all through MPI, and multi-tier.
+fn worlds() -> Res<(World, World)> {
+    let world = |host_local| -> Res<World> {
+        let e = MpiEngine::new(MpiConfig {
+            host_local,
+            ..MpiConfig::from_env()
+        })?;
+        Ok(Builder::new().wrap(Box::new(e)))
+    };
+    Ok((world(false)?, world(true)?))
+}
+
+/// `ranks`: barrier, allreduce of one f64, fetch_add latency (ns).
+fn ranks_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
+    let (me, n) = (mpi.rank(), mpi.size());
+    let mut rep = Report::new("ranks", "ns", true);
+    let (wm, ws) = worlds()?;
+    for w in [&wm, &ws] {
+        let s = w.segment(SegId(0), 64)?;
+        drop(s);
+    }
+    let win = mpi.window(64)?;
+    let peer = (me + 1) % n;
+    let hosts = ws.engine().local_size();
+    for op in ["barrier", "allreduce", "fetch_add"] {
+        progress(opts, format_args!("ranks: {op}, {n} ranks"));
+        let mut cands: Vec<Cand<'_>> = match op {
+            "barrier" => vec![
+                Cand {
+                    name: "mpi",
+                    run: Box::new(|k| (0..k).for_each(|_| mpi.barrier())),
+                },
+                Cand {
+                    name: "tiers-mpi",
+                    run: Box::new(|k| {
+                        (0..k).for_each(|_| wm.barrier(Timeout::Block).expect("barrier"))
+                    }),
+                },
+                Cand {
+                    name: "tiers-shm",
+                    run: Box::new(|k| {
+                        (0..k).for_each(|_| ws.barrier(Timeout::Block).expect("barrier"))
+                    }),
+                },
+            ],
+            "allreduce" => {
+                let reduce = |w: &World, k: u64| {
+                    let mut y = [0.0f64];
+                    for i in 0..k {
+                        w.allreduce(&[i as f64], &mut y, Op::Sum, Timeout::Block)
+                            .expect("allreduce");
+                    }
+                };
+                let (a, b) = (&wm, &ws);
+                vec![
+                    Cand {
+                        name: "mpi",
+                        run: Box::new(move |k| {
+                            let mut y = [0.0f64];
+                            for i in 0..k {
+                                mpi.allreduce_f64(&[i as f64], &mut y, Op::Sum);
+                            }
+                        }),
+                    },
+                    Cand {
+                        name: "tiers-mpi",
+                        run: Box::new(move |k| reduce(a, k)),
+                    },
+                    Cand {
+                        name: "tiers-shm",
+                        run: Box::new(move |k| reduce(b, k)),
+                    },
+                ]
+            }
+            _ => {
+                let fa = |w: &World, k: u64| {
+                    for _ in 0..k {
+                        w.atomic_fetch_add(SegId(0), 0, peer, 1).expect("fetch_add");
+                    }
+                };
+                let (a, b, win) = (&wm, &ws, &win);
+                vec![
+                    Cand {
+                        name: "mpi",
+                        run: Box::new(move |k| {
+                            for _ in 0..k {
+                                win.fetch_add(peer, 0, 1).expect("MPI_Fetch_and_op");
+                            }
+                        }),
+                    },
+                    Cand {
+                        name: "tiers-mpi",
+                        run: Box::new(move |k| fa(a, k)),
+                    },
+                    Cand {
+                        name: "tiers-shm",
+                        run: Box::new(move |k| fa(b, k)),
+                    },
+                ]
+            }
+        };
+        let v = measure(mpi, opts.min_time, &mut cands);
+        for (c, t) in cands.iter().zip(v) {
+            let row = rep.push(c.name, &[("op", op.into()), ("ranks", json!(n))], t * 1e9);
+            let algo = match (c.name, op) {
+                ("mpi", "barrier") => "MPI_Barrier",
+                ("mpi", "allreduce") => "MPI_Allreduce",
+                ("mpi", _) => "MPI_Fetch_and_op + MPI_Win_flush",
+                (_, "barrier") => wm_algo(c.name, &wm, &ws, true),
+                (_, "allreduce") => wm_algo(c.name, &wm, &ws, false),
+                ("tiers-shm", _) if hosts == n => "shared-memory atomic",
+                _ => "MPI_Fetch_and_op + MPI_Win_flush",
+            };
+            row.extra.push(("algorithm".into(), json!(algo)));
+        }
+    }
+    rep.note(format!(
+        "{n} ranks, {} per host; MPI thread level provided: {}",
+        hosts,
+        mpi.thread_level()
+    ));
+    win.free()?;
+    drop((wm, ws));
+    Ok(rep)
+}
+
+fn wm_algo(name: &str, wm: &World, ws: &World, barrier: bool) -> &'static str {
+    let w = if name == "tiers-mpi" { wm } else { ws };
+    collective_algorithm(w.engine(), barrier)
+}
+
+/// The message sizes of `put`: 8 B to 4 MiB by powers of 4 and 4 KiB.
+fn sizes() -> Vec<usize> {
+    let mut v: Vec<usize> = (0..)
+        .map(|i| 8usize << (2 * i))
+        .take_while(|&s| s <= 4 << 20)
+        .collect();
+    if !v.contains(&4096) {
+        v.push(4096);
+    }
+    v.push(4 << 20);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Puts per flush (or per queue wait) at `size` bytes: about 1 MiB in flight, at most 256.
+fn batch(size: usize) -> u64 {
+    ((1usize << 20) / size).clamp(1, 256) as u64
+}
+
+/// `put`: rank 0 writes to rank 1, GB/s by message size.
+fn put_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
+    let (me, n) = (mpi.rank(), mpi.size());
+    let mut rep = Report::new("put", "GB/s", false);
+    if n < 2 {
+        rep.note("put needs 2 ranks: mpirun -n 2 tiers bench put");
+        return Ok(rep);
+    }
+    let max = 4 << 20;
+    let (wm, ws) = worlds()?;
+    let _sm = wm.segment(SegId(0), max)?;
+    let _ss = ws.segment(SegId(0), max)?;
+    let win = mpi.window(max)?;
+    let src = vec![7u8; max];
+    for size in sizes() {
+        progress(opts, format_args!("put: {size} bytes"));
+        let b = batch(size);
+        let tiers = |w: &World, k: u64| {
+            if me != 0 {
+                return;
+            }
+            let q = w.queue(0).expect("queue");
+            for i in 0..k {
+                q.write(SegId(0).at(0), SegId(0).on(1, 0), size)
+                    .expect("write");
+                if (i + 1) % b == 0 {
+                    q.wait(Timeout::Block).expect("wait");
+                }
+            }
+            q.wait(Timeout::Block).expect("wait");
+        };
+        let (a, c, win, src) = (&wm, &ws, &win, &src);
+        let mut cands = vec![
+            Cand {
+                name: "mpi",
+                run: Box::new(move |k| {
+                    if me != 0 {
+                        return;
+                    }
+                    for i in 0..k {
+                        // SAFETY: src is neither changed nor freed before the flush below.
+                        unsafe { win.put(&src[..size], 1, 0) }.expect("MPI_Put");
+                        if (i + 1) % b == 0 {
+                            win.flush(1).expect("flush");
+                        }
+                    }
+                    win.flush(1).expect("flush");
+                }),
+            },
+            Cand {
+                name: "tiers-mpi",
+                run: Box::new(move |k| tiers(a, k)),
+            },
+            Cand {
+                name: "tiers-shm",
+                run: Box::new(move |k| tiers(c, k)),
+            },
+            Cand {
+                name: "memcpy",
+                run: Box::new(move |k| {
+                    let mut dst = vec![0u8; size];
+                    for _ in 0..k {
+                        dst.copy_from_slice(&src[..size]);
+                        std::hint::black_box(&mut dst);
+                    }
+                }),
+            },
+        ];
+        let v = measure(mpi, opts.min_time, &mut cands);
+        for (c, t) in cands.iter().zip(v) {
+            rep.push(c.name, &[("bytes", json!(size))], size as f64 / t / 1e9);
+        }
+    }
+    rep.note(format!(
+        "rank 0 writes to rank 1 of {n}; {} ranks on rank 0's host; a flush (queue wait) every ~1 MiB",
+        ws.engine().local_size()
+    ));
+    drop((_sm, _ss));
+    win.free()?;
+    drop((wm, ws));
+    Ok(rep)
+}
+
+/// Whether this process was started by an MPI launcher (then `ranks` and `put` run here).
 pub fn wanted() -> bool {
-    mpi_bench::wanted()
+    tiers_cluster::engine::mpi::launched()
 }
 
-fn at_root(r: Report) -> Outcome {
-    Ok(mpi_bench::is_root().then_some(r))
-}
-
-/// `ranks` under mpirun.
+/// `ranks` under mpirun; rank 0 reports.
 pub fn ranks(opts: &Opts) -> Outcome {
-    at_root(mpi_bench::ranks(opts)?)
+    let mpi = Mpi::init()?;
+    let rep = ranks_report(opts, &mpi)?;
+    Ok((mpi.rank() == 0).then_some(rep))
 }
 
-/// `put` under mpirun.
+/// `put` under mpirun; rank 0 reports.
 pub fn put(opts: &Opts) -> Outcome {
-    at_root(mpi_bench::put(opts)?)
+    let mpi = Mpi::init()?;
+    let rep = put_report(opts, &mpi)?;
+    Ok((mpi.rank() == 0).then_some(rep))
 }

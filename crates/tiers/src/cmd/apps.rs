@@ -6,12 +6,12 @@ use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tiers_apps::alu::{generate, AluSpec};
-use tiers_apps::cluster::{da_pwc, ClusterOptions, Event, Method};
+use tiers_apps::clustering::{da_pwc, ClusterOptions, Event, Method};
 use tiers_apps::compare::{adjusted_rand_index, procrustes};
 use tiers_apps::distance::{pairwise_with_progress, Metric};
 use tiers_apps::mds::{smacof, MdsOptions};
 use tiers_apps::model::Run;
-use tiers_apps::render::{render, RenderSpec, TileSchedule};
+use tiers_apps::render::{render_ranks, RenderSpec, TileSchedule};
 use tiers_apps::{fasta, matrix, model};
 use tiers_node::Pool;
 
@@ -288,7 +288,7 @@ fn read_matrix(
 
 /// Reads a cluster file of exactly `n` points.
 fn read_labels(path: &Path, n: usize) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
-    let l = tiers_apps::cluster::parse_labels(&read_text(path)?, &path.display().to_string())?;
+    let l = tiers_apps::clustering::parse_labels(&read_text(path)?, &path.display().to_string())?;
     if l.len() != n {
         return Err(format!(
             "{}: {} labels, the matrix has {n} points",
@@ -327,13 +327,26 @@ fn runs_out(runs: &Option<PathBuf>) -> Option<Output<'_>> {
 }
 
 fn record(runs: &Option<PathBuf>, app: &str, threads: usize, size: usize, seconds: f64) -> Res {
+    record_ranks(runs, app, threads, 1, size, seconds)
+}
+
+/// Appends a run of `ranks` ranks of `threads` threads each (the model's p = threads x
+/// ranks; `nodes` in the runs file counts ranks).
+fn record_ranks(
+    runs: &Option<PathBuf>,
+    app: &str,
+    threads: usize,
+    ranks: usize,
+    size: usize,
+    seconds: f64,
+) -> Res {
     if let Some(p) = runs {
         crate::runs::append(
             p,
             Run {
                 app: app.into(),
                 threads,
-                nodes: 1,
+                nodes: ranks,
                 size,
                 seconds,
             },
@@ -591,7 +604,7 @@ pub fn run(cmd: AppCommand) -> Res {
             let mut sizes = vec![0usize; r.k];
             r.labels.iter().for_each(|&l| sizes[l] += 1);
             eprintln!("[cluster] sizes {sizes:?}");
-            write_text(&a.out, &tiers_apps::cluster::format_labels(&r.labels))?;
+            write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
             if let (Some(refl), Some(refp)) = (&reference, &a.reference) {
                 println!(
                     "adjusted Rand index vs {}: {:.4}",
@@ -621,18 +634,34 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&[], &outs)?;
-            let p = pool(a.threads)?;
-            let img = render(&p, &spec, schedule);
+            // Every thread of every rank of the job (one rank when started alone) takes tiles;
+            // rank 0 assembles the image.
+            let threads = a.threads;
+            let results = tiers_cluster::spmd(|w| {
+                let p = pool(threads).map_err(|e| e.to_string())?;
+                let img = render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string())?;
+                Ok::<_, String>((w.size(), img))
+            })?;
+            let mut assembled = None;
+            for r in results {
+                if let (size, Some(img)) = r? {
+                    assembled = Some((size, img));
+                }
+            }
+            let Some((ranks, img)) = assembled else {
+                return Ok(()); // a rank other than 0: rank 0 writes the image
+            };
             tiers_apps::files::write_atomic(
                 &a.out,
                 &draw::encode_png(img.width, img.height, &img.rgb)?,
             )?;
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
-            eprintln!("rendered {}x{} in {:.3} s ({:?}, {} threads, busy per worker [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
-            record(
+            eprintln!("rendered {}x{} in {:.3} s ({:?}, {ranks} ranks x {} threads, busy per worker of rank 0 [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
+            record_ranks(
                 &a.runs,
                 &format!("render-{}", a.schedule),
                 a.threads,
+                ranks,
                 a.width * a.height,
                 img.seconds,
             )

@@ -14,6 +14,31 @@ pub mod topo;
 
 use clap::Subcommand;
 
+/// An error that ends `tiers` with a chosen exit code (124 for a time limit, 128 + N for
+/// signal N, as shells and `timeout` do).
+#[derive(Debug)]
+pub struct Exit {
+    /// The process exit code.
+    pub code: u8,
+    /// What happened.
+    pub msg: String,
+}
+
+impl Exit {
+    /// An exit with `code` and a message.
+    pub fn new(code: u8, msg: String) -> Exit {
+        Exit { code, msg }
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Exit {}
+
 /// Every command of `tiers`.
 #[derive(Subcommand)]
 pub enum Command {

@@ -1,6 +1,6 @@
 //! `tiers pipeline`: the main job. Sequences → pairwise distances → deterministic-annealing
 //! clustering → SMACOF MDS → a plot coloured by cluster, all on one pool of the node tier, as
-//! seed 000's bioinformaticians run it. Without `--input` it makes its own Alu-like sequences
+//! [Qiu2012]'s bioinformaticians run it. Without `--input` it makes its own Alu-like sequences
 //! with planted families and checks the clusters against them; with real data (e.g. the 2400
 //! fungal sequences) and SPIDAL's outputs it reports the agreement with those.
 
@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-use tiers_apps::{alu, cluster, compare, distance, fasta, matrix, mds};
+use tiers_apps::{alu, clustering, compare, distance, fasta, matrix, mds};
 
 /// Arguments of `tiers pipeline`.
 #[derive(Args, Debug)]
@@ -88,7 +88,7 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. Clustering.
     let t = Instant::now();
-    let copts = cluster::ClusterOptions {
+    let copts = clustering::ClusterOptions {
         max_clusters: a.max_clusters,
         ..Default::default()
     };
@@ -101,14 +101,14 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
         powered = p;
         &powered
     };
-    let c = cluster::da_pwc(&pool, dc, &copts, |e| {
-        if let cluster::Event::Split { t, cluster, .. } = e {
+    let c = clustering::da_pwc(&pool, dc, &copts, |e| {
+        if let clustering::Event::Split { t, cluster, .. } = e {
             eprintln!("[pipeline] cluster {cluster} splits at temperature {t:.4}");
         }
     });
     std::fs::write(
         a.out.join("clusters.txt"),
-        cluster::format_labels(&c.labels),
+        clustering::format_labels(&c.labels),
     )?;
     let t_clu = t.elapsed().as_secs_f64();
     eprintln!("[pipeline] {} clusters in {t_clu:.2} s", c.k);
@@ -172,7 +172,7 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(p) = &a.reference_clusters {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let r = cluster::parse_labels(&text, &p.display().to_string())?;
+        let r = clustering::parse_labels(&text, &p.display().to_string())?;
         if r.len() != c.labels.len() {
             return Err(format!(
                 "{}: {} labels for {} sequences",

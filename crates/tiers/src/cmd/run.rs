@@ -1,7 +1,8 @@
 //! `tiers run`: the cluster tier's launcher on one host.
 
+use super::Exit;
 use std::time::Duration;
-use tiers_cluster::launch::{self, Job};
+use tiers_cluster::launch::{self, Job, Stop};
 
 /// Arguments of `tiers run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -24,9 +25,38 @@ pub struct RunArgs {
     /// Do not pin ranks to cores.
     #[arg(long)]
     pub no_pin: bool,
+    /// End the job when it runs longer than this (`90`, `90s`, `500ms`, `2m`, `1h`); the
+    /// ranks still running are named and the exit code is 124.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Where the ranks' standard input comes from: `rank0` (the launcher's input goes to rank
+    /// 0, the others read /dev/null, as mpirun does) or `none` (every rank reads /dev/null).
+    #[arg(long, default_value = "rank0", value_parser = ["rank0", "none"])]
+    pub stdin: String,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// Parses a duration: a number of seconds, or a number with `ms`, `s`, `m` or `h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 90, 90s, 500ms, 2m, 1h)"))?;
+    let secs = match unit {
+        "ms" => v / 1e3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is not a duration a job can have"))
 }
 
 /// Launches the job; an error naming every rank that failed.
@@ -47,9 +77,32 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     job.prefix = a.prefix;
     job.pin = !a.no_pin;
     job.grace = grace;
+    job.timeout = a.timeout;
+    job.stdin_to_rank0 = a.stdin == "rank0";
     let out = job.run()?;
-    if out.success() {
-        return Ok(());
+    match &out.stop {
+        Some(Stop::Signal(sig)) => {
+            return Err(Exit::new(
+                128 + *sig as u8,
+                format!(
+                    "interrupted by {}",
+                    tiers_cluster::launch::signal_name(*sig)
+                ),
+            )
+            .into())
+        }
+        Some(Stop::Timeout { limit, running }) => {
+            return Err(Exit::new(
+                124,
+                format!("timed out after {limit:?}; ranks {running:?} were still running"),
+            )
+            .into())
+        }
+        Some(Stop::OutputClosed) => {
+            return Err(Exit::new(141, "the output was closed".into()).into())
+        }
+        _ if out.success() => return Ok(()),
+        _ => {}
     }
     let bad: Vec<String> = out
         .ends
@@ -59,4 +112,21 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map(|(r, e)| format!("rank {r}: {e}"))
         .collect();
     Err(format!("job failed ({})", bad.join(", ")).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        for bad in ["", "x", "-1", "1e300h", "NaN", "5 parsecs", "1d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

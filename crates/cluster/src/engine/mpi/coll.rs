@@ -4,23 +4,19 @@
 //! a resumable state machine: a call that times out leaves its phase in [`Coll`] and the next
 //! call continues from there.
 
+use super::algo::{Bruck, Dissemination};
 use super::{raw, MpiEngine};
 use crate::collective::{fold_in_order, DataType, Op};
+use crate::config::{BRUCK_MAX, SPREAD_MAX};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::timeout::Timeout;
+use crate::wait;
 use raw::Req;
-
-/// Float sums gather every rank's input; up to this many bytes in all, with tiers' own
-/// point-to-point allgather (fewer steps per call than `MPI_Iallgather`'s schedule).
-const BRUCK_MAX: usize = 64 * 1024;
-/// Largest rank-indexed vector (bytes) a float sum is gathered in hierarchically when ranks
-/// share hosts (beyond it, the flat gather).
-const SPREAD_MAX: usize = 4096;
 
 enum BarrierPhase {
     Idle,
-    Leaders(raw::Dissemination),
+    Leaders(Dissemination),
     Release,
 }
 
@@ -34,7 +30,7 @@ enum ReducePhase {
     },
     /// The leaders' allgather of small inputs, with tiers' own point-to-point allgather, to be
     /// combined (any order: not used for float sums, whose order matters).
-    LeadersBruck(raw::Bruck),
+    LeadersBruck(Bruck),
     /// Host-local broadcast of `recv` (leader) or of identities.
     Release(Vec<u8>),
     /// Float sums: every rank's input gathered, to be added in rank order.
@@ -44,7 +40,7 @@ enum ReducePhase {
         all: Vec<u8>,
     },
     /// The same for small inputs, with tiers' own point-to-point allgather.
-    Bruck(raw::Bruck),
+    Bruck(Bruck),
 }
 
 /// The phases of this rank's barrier and allreduce (behind the engine's collective lock).
@@ -99,13 +95,13 @@ impl MpiEngine {
                     self.host_wait(deadline, |t| self.host.barrier(t))?;
                     c.barrier = match &self.leaders {
                         Some(l) if self.host.local_rank() == 0 => {
-                            BarrierPhase::Leaders(raw::Dissemination::new(*l))
+                            BarrierPhase::Leaders(Dissemination::new(*l))
                         }
                         _ => BarrierPhase::Release,
                     };
                 }
                 BarrierPhase::Leaders(d) => {
-                    raw::poll(deadline, self.spin, || d.step())?;
+                    wait::until(deadline, self.pace(), || d.step())?;
                     c.barrier = BarrierPhase::Release;
                 }
                 BarrierPhase::Release => {
@@ -164,7 +160,7 @@ impl MpiEngine {
                     // in rank order (as the other engines do), which no tree (MPI's or a
                     // hierarchy's) does. Gather all inputs, fold them in rank order.
                     if input.len() * self.size <= BRUCK_MAX {
-                        c.reduce = ReducePhase::Bruck(raw::Bruck::new(input, self.comm));
+                        c.reduce = ReducePhase::Bruck(Bruck::new(input, self.comm));
                         continue;
                     }
                     let send = input.to_vec();
@@ -186,13 +182,13 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::Bruck(b) => {
-                    raw::poll(deadline, self.spin, || b.step())?;
+                    wait::until(deadline, self.pace(), || b.step())?;
                     fold_blocks(ty, op, output, &b.result(), input.len(), self.size);
                     c.reduce = ReducePhase::Idle;
                     return Ok(());
                 }
                 ReducePhase::Gather { req, all, .. } => {
-                    req.wait(deadline, self.spin)?;
+                    req.wait(deadline, self.pace())?;
                     fold_blocks(ty, op, output, all, input.len(), self.size);
                     c.reduce = ReducePhase::Idle;
                     return Ok(());
@@ -211,7 +207,7 @@ impl MpiEngine {
                         // Small: tiers' allgather among the leaders, fewer steps per call than
                         // MPI's non-blocking allreduce schedule.
                         let l = self.leaders.expect("several hosts have leaders");
-                        ReducePhase::LeadersBruck(raw::Bruck::new(&send, l))
+                        ReducePhase::LeadersBruck(Bruck::new(&send, l))
                     } else if leader {
                         let mut recv = vec![0u8; input.len()];
                         let l = self.leaders.expect("several hosts have leaders");
@@ -238,13 +234,13 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::LeadersBruck(b) => {
-                    raw::poll(deadline, self.spin, || b.step())?;
+                    wait::until(deadline, self.pace(), || b.step())?;
                     let mut r = vec![0u8; input.len()];
                     fold_blocks(ty, op, &mut r, &b.result(), input.len(), self.hosts);
                     c.reduce = ReducePhase::Release(r);
                 }
                 ReducePhase::Leaders { req, recv, .. } => {
-                    req.wait(deadline, self.spin)?;
+                    req.wait(deadline, self.pace())?;
                     let r = std::mem::take(recv);
                     c.reduce = ReducePhase::Release(r);
                 }

@@ -2,7 +2,7 @@
 //!
 //! Ranks that share a host (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`) form a shared-memory
 //! job of their own and reach each other through the same code as the `shm` engine
-//! ([`MemEngine`]): one copy per write, futex wake-ups, hardware atomics. Only traffic to
+//! (`MemEngine`): one copy per write, futex wake-ups, hardware atomics. Only traffic to
 //! ranks on other hosts goes through MPI:
 //!
 //! - a segment is the host mapping (notification header + data) exposed as an MPI-3 window
@@ -29,20 +29,23 @@
 //! [`MpiConfig::host_local`] off every rank is its own "host" and everything goes through MPI
 //! (the `tiers-mpi` rows of the benchmarks).
 
-pub mod bench;
+mod algo;
+pub mod baseline;
 mod coll;
 mod raw;
 
 pub use raw::{launched, thread_multiple, Threading};
 
-use super::ctl::{self, Ctl, SegHeader, MAX_SEGMENTS, PASSIVE_MAX, SEG_HEADER};
+use super::ctl::{self, Ctl, SegHeader, SEG_HEADER};
 use super::mem::{Backing, MemEngine};
 use super::{Engine, KeepAlive, Transfer};
 use crate::collective::{DataType, Op};
+use crate::config::{self, env, MAX_SEGMENTS, PASSIVE_MAX, QUEUES, RPUT_MIN};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::sys::{self, Mapping};
 use crate::timeout::{Deadline, Timeout};
+use crate::wait::{self, Naps, Pace};
 use coll::Coll;
 use raw::{Comm, Req, Win};
 use std::collections::HashSet;
@@ -53,12 +56,6 @@ use std::time::Duration;
 
 /// Tag of passive messages between hosts.
 const TAG_PASSIVE: i32 = 0x7431;
-/// Writes from this size on are `MPI_Rput`s, whose local completion a queue wait tests with
-/// its timeout before it flushes; smaller ones are `MPI_Put`s, which MPI may pack together
-/// (request-based puts go out one message each over TCP: 1.4x MPI_Put's time at 8 B).
-const RPUT_MIN: usize = 64 * 1024;
-/// Longest sleep between two polls of MPI progress.
-const MAX_NAP: Duration = Duration::from_millis(1);
 
 /// How to set up an mpi world.
 #[derive(Clone, Copy, Debug)]
@@ -75,13 +72,13 @@ impl MpiConfig {
     /// `TIERS_THREADS` asks for more than one worker per rank, otherwise funneled) and
     /// `TIERS_MPI_HOST_LOCAL=0` to send everything through MPI.
     pub fn from_env() -> MpiConfig {
-        let threading = match std::env::var("TIERS_MPI_THREADS").ok().as_deref() {
+        let threading = match config::env_str(env::MPI_THREADS).as_deref() {
             Some("multiple") => Threading::Multiple,
             Some("funneled") => Threading::Funneled,
-            _ if crate::world::threads() > 1 => Threading::Multiple,
+            _ if config::threads() > 1 => Threading::Multiple,
             _ => Threading::Funneled,
         };
-        let host_local = std::env::var("TIERS_MPI_HOST_LOCAL").ok().as_deref() != Some("0");
+        let host_local = config::env_str(env::MPI_HOST_LOCAL).as_deref() != Some("0");
         MpiConfig {
             threading,
             host_local,
@@ -92,11 +89,7 @@ impl MpiConfig {
 /// Whether `tiers_cluster::init()` should use this engine: `TIERS_ENGINE=mpi`, or no
 /// `TIERS_ENGINE` and an MPI launcher's environment.
 pub fn selected() -> bool {
-    match std::env::var(crate::world::env::ENGINE).ok().as_deref() {
-        Some("mpi") => true,
-        None | Some("") => launched(),
-        _ => false,
-    }
+    matches!(super::which(), Ok(super::Which::Mpi))
 }
 
 /// The engine `init()` uses under an MPI launcher (configured from the environment).
@@ -233,7 +226,10 @@ pub struct MpiEngine {
     queues: Vec<Mutex<QState>>,
     coll: Mutex<Coll>,
     passive: Mutex<Passive>,
-    spin: u32,
+    /// How long a wait polls MPI before it naps.
+    spin: Duration,
+    /// Open MPI was told to yield when idle: waits yield rather than spin.
+    yields: bool,
 }
 
 fn job_id(leader_pid: u32) -> String {
@@ -294,16 +290,16 @@ impl MpiEngine {
             let _ = sys::shm_unlink(&ctl_name);
             Mapping::create(&ctl_name, Ctl::len(hsize))
         } else {
-            raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             Mapping::open(&ctl_name)
         }
-        .map_err(|e| Error::Setup(format!("mpi engine: host control block: {e}")))?;
+        .map_err(|e| Error::io(format!("mapping the host's control block of job {job}"), e))?;
         let ctl = if hidx == 0 {
             // SAFETY: a fresh zeroed, page-aligned mapping of Ctl::len(hsize) bytes, kept in
             // the backing below.
             let c = unsafe { Ctl::init(map.ptr(), hsize, leader_pid) };
             if shared {
-                raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+                raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             }
             c
         } else {
@@ -327,17 +323,16 @@ impl MpiEngine {
         // When MPI was told to yield rather than spin (`--mca mpi_yield_when_idle 1`: more
         // ranks than cores, as with several hosts on one machine), sleep rather than spin too.
         let cpus = host_cpus();
-        let yields = std::env::var("OMPI_MCA_mpi_yield_when_idle")
-            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
-        raw::set_yield_when_idle(yields);
+        let yields = config::env_str(config::OMPI_YIELD_WHEN_IDLE)
+            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
         host.set_spin(if hsize <= cpus && !yields {
-            Duration::from_micros(50)
+            config::SPIN
         } else {
             Duration::ZERO
         });
         // Everyone of the host has attached: the name can go (crash-proof from here on).
         if shared {
-            raw::ibarrier(host_comm)?.wait(setup, 1 << 14)?;
+            raw::ibarrier(host_comm)?.wait(setup, raw::setup_pace())?;
             if hidx == 0 {
                 let _ = sys::shm_unlink(&ctl_name);
             }
@@ -353,13 +348,26 @@ impl MpiEngine {
             hosts,
             leaders,
             segs: RwLock::new((0..MAX_SEGMENTS).map(|_| Slot::Empty).collect()),
-            queues: (0..crate::world::QUEUES)
-                .map(|_| Mutex::new(QState::default()))
-                .collect(),
+            queues: (0..QUEUES).map(|_| Mutex::new(QState::default())).collect(),
             coll: Mutex::new(Coll::new()),
             passive: Mutex::new(Passive::default()),
-            spin: if hsize <= cpus { 1 << 12 } else { 64 },
+            spin: if hsize <= cpus {
+                config::MPI_SPIN
+            } else {
+                config::MPI_SPIN_CROWDED
+            },
+            yields,
         })
+    }
+
+    /// The pace of a wait that polls MPI: spin while the host's ranks have cores of their own
+    /// (briefly otherwise), or yield when Open MPI was told to, then nap.
+    fn pace(&self) -> Pace {
+        if self.yields {
+            Pace::new(Duration::ZERO, config::MPI_YIELD_FOR, Naps::POLLED)
+        } else {
+            Pace::new(self.spin, Duration::ZERO, Naps::POLLED)
+        }
     }
 
     /// A host-local error speaks of host-local ranks: name world ranks instead.
@@ -429,20 +437,26 @@ impl MpiEngine {
     ) -> Result<R> {
         let segs = self.segs.read().unwrap_or_else(|e| e.into_inner());
         let (Some(Slot::Ready(l)), Some(Slot::Ready(r))) = (
-            segs.get(t.local_seg as usize),
-            segs.get(t.remote_seg as usize),
+            segs.get(t.local.seg.0 as usize),
+            segs.get(t.remote.seg.0 as usize),
         ) else {
-            let (seg, rank) = match segs.get(t.local_seg as usize) {
-                Some(Slot::Ready(_)) => (t.remote_seg, t.rank),
-                _ => (t.local_seg, self.rank),
+            let (seg, rank) = match segs.get(t.local.seg.0 as usize) {
+                Some(Slot::Ready(_)) => (t.remote.seg.0, t.remote.rank),
+                _ => (t.local.seg.0, self.rank),
             };
             return Err(Error::NoSuchSegment { seg, rank });
         };
-        let lp = check(l.size, self.rank, t.local_seg, t.local_off, t.len)?;
-        check(r.sizes[t.rank], t.rank, t.remote_seg, t.remote_off, t.len)?;
+        let lp = check(l.size, self.rank, t.local.seg.0, t.local.offset, t.len)?;
+        check(
+            r.sizes[t.remote.rank],
+            t.remote.rank,
+            t.remote.seg.0,
+            t.remote.offset,
+            t.len,
+        )?;
         // SAFETY: local_off + len <= size of this rank's segment (checked above).
         let src = unsafe { l.data.add(lp) };
-        f(src, r, SEG_HEADER + t.remote_off)
+        f(src, r, SEG_HEADER + t.remote.offset)
     }
 
     fn post(&self, queue: usize, seg: u32, rank: Rank, req: Option<Req>, value: Option<Box<u32>>) {
@@ -507,9 +521,10 @@ impl MpiEngine {
             };
             return f(t).map_err(|e| self.lift(e));
         }
-        let mut nap = Duration::from_micros(20);
+        // The host-local wait spins and sleeps by itself: hand it ever longer slices.
+        let mut pace = Pace::new(Duration::ZERO, Duration::ZERO, Naps::POLLED);
         loop {
-            match f(as_timeout(deadline.slice(nap))) {
+            match f(as_timeout(pace.nap(deadline))) {
                 Err(Error::Timeout) => {}
                 r => return r.map_err(|e| self.lift(e)),
             }
@@ -517,7 +532,6 @@ impl MpiEngine {
             if deadline.expired() {
                 return Err(Error::Timeout);
             }
-            nap = (nap * 2).min(MAX_NAP);
         }
     }
 
@@ -619,7 +633,7 @@ impl Engine for MpiEngine {
         let Slot::Gathering { req, .. } = &mut s[seg as usize] else {
             return Err(Error::SegmentExists { seg });
         };
-        req.wait(timeout.deadline(), self.spin)?;
+        req.wait(timeout.deadline(), self.pace())?;
         let Slot::Gathering { sizes, .. } = std::mem::replace(&mut s[seg as usize], Slot::Empty)
         else {
             unreachable!("matched above")
@@ -654,12 +668,13 @@ impl Engine for MpiEngine {
         };
         if let Slot::Ready(mut m) = slot {
             // Wait for threads still inside a transfer on this segment.
+            let mut backoff = tiers_node::Backoff::new().never_sleep();
             let m = loop {
                 match Arc::try_unwrap(m) {
                     Ok(x) => break x,
                     Err(a) => {
                         m = a;
-                        std::thread::yield_now();
+                        backoff.snooze();
                     }
                 }
             };
@@ -681,9 +696,9 @@ impl Engine for MpiEngine {
 
     #[inline]
     fn write(&self, queue: usize, t: &Transfer) -> Result<()> {
-        if let Some(i) = self.local(t.rank) {
+        if let Some(i) = self.local(t.remote.rank) {
             // A fresh Ok(()) (see Queue::post): no copy of the whole Result on success.
-            return match self.host.write(queue, &Transfer { rank: i, ..*t }) {
+            return match self.host.write(queue, &t.with_rank(i)) {
                 Ok(()) => Ok(()),
                 Err(e) => Err(self.lift(e)),
             };
@@ -696,28 +711,28 @@ impl Engine for MpiEngine {
             // reuse the source.
             unsafe {
                 if t.len < RPUT_MIN {
-                    s.win.put(src, t.len, t.rank, disp).map(|()| None)
+                    s.win.put(src, t.len, t.remote.rank, disp).map(|()| None)
                 } else {
-                    s.win.rput(src, t.len, t.rank, disp).map(Some)
+                    s.win.rput(src, t.len, t.remote.rank, disp).map(Some)
                 }
             }
         })?;
-        self.post(queue, t.remote_seg, t.rank, req, None);
+        self.post(queue, t.remote.seg.0, t.remote.rank, req, None);
         Ok(())
     }
 
     #[inline]
     fn read(&self, queue: usize, t: &Transfer) -> Result<()> {
-        if let Some(i) = self.local(t.rank) {
-            return match self.host.read(queue, &Transfer { rank: i, ..*t }) {
+        if let Some(i) = self.local(t.remote.rank) {
+            return match self.host.read(queue, &t.with_rank(i)) {
                 Ok(()) => Ok(()),
                 Err(e) => Err(self.lift(e)),
             };
         }
         let (dst, s, disp) = self.remote(t)?;
         // SAFETY: as in write; the local range is this rank's to overwrite (GASPI read).
-        let req = unsafe { s.win.rget(dst, t.len, t.rank, disp)? };
-        self.post(queue, t.remote_seg, t.rank, Some(req), None);
+        let req = unsafe { s.win.rget(dst, t.len, t.remote.rank, disp)? };
+        self.post(queue, t.remote.seg.0, t.remote.rank, Some(req), None);
         Ok(())
     }
 
@@ -732,16 +747,18 @@ impl Engine for MpiEngine {
     }
 
     fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
-        if let Some(i) = self.local(t.rank) {
+        if let Some(i) = self.local(t.remote.rank) {
             return self
                 .host
-                .write_notify(queue, &Transfer { rank: i, ..*t }, id, value)
+                .write_notify(queue, &t.with_rank(i), id, value)
                 .map_err(|e| self.lift(e));
         }
         self.write(queue, t)?;
         // The data must be complete at the target before the notification can land.
-        self.seg(t.remote_seg, t.rank)?.win.flush(t.rank)?;
-        self.notify_remote(queue, t.rank, t.remote_seg, id, value)
+        self.seg(t.remote.seg.0, t.remote.rank)?
+            .win
+            .flush(t.remote.rank)?;
+        self.notify_remote(queue, t.remote.rank, t.remote.seg.0, id, value)
     }
 
     fn wait(&self, queue: usize, timeout: Timeout) -> Result<()> {
@@ -750,7 +767,7 @@ impl Engine for MpiEngine {
             return Ok(());
         }
         let reqs = &mut q.reqs;
-        raw::poll(timeout.deadline(), self.spin, || {
+        wait::until(timeout.deadline(), self.pace(), || {
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -788,10 +805,9 @@ impl Engine for MpiEngine {
         // SAFETY: the mapping starts with a SegHeader and `_keep` keeps it mapped for the
         // whole of this call.
         let h = unsafe { &*h };
-        let end = (first + count).min(ctl::NOTIFICATIONS);
+        let end = (first + count).min(config::NOTIFICATIONS);
         let deadline = timeout.deadline();
-        let mut nap = Duration::from_micros(20);
-        let mut i = 0u32;
+        let mut pace = self.pace();
         loop {
             let seen = h.seq.v.load(Ordering::SeqCst);
             if let Some(id) = (first..end).find(|&i| h.notif[i].load(Ordering::Acquire) != 0) {
@@ -800,16 +816,13 @@ impl Engine for MpiEngine {
             if let Some(r) = self.host_gone() {
                 return Err(Error::PeerFailed(r));
             }
-            let Some(left) = deadline.slice(nap) else {
+            if deadline.expired() {
                 return Err(Error::Timeout);
-            };
+            }
             raw::progress(self.comm);
-            i += 1;
-            if i < self.spin {
-                std::hint::spin_loop();
-            } else {
-                self.nap(&h.seq, seen, left);
-                nap = (nap * 2).min(MAX_NAP);
+            if !pace.busy() {
+                let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
+                self.nap(&h.seq, seen, nap);
             }
         }
     }
@@ -900,7 +913,7 @@ impl Engine for MpiEngine {
         let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };
         let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
         p.sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
-        match req.wait(timeout.deadline(), self.spin) {
+        match req.wait(timeout.deadline(), self.pace()) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The message is on its way; it will be delivered (keep its buffer).
@@ -920,8 +933,7 @@ impl Engine for MpiEngine {
         }
         let deadline = timeout.deadline();
         let bell = &self.host_ctl.rank(self.host.local_rank()).mailbox.bell;
-        let mut nap = Duration::from_micros(20);
-        let mut i = 0u32;
+        let mut pace = self.pace();
         loop {
             let seen = bell.v.load(Ordering::SeqCst);
             {
@@ -929,7 +941,7 @@ impl Engine for MpiEngine {
                 if p.stash.is_none() && self.hosts > 1 {
                     if let Some(m) = raw::improbe(TAG_PASSIVE, self.comm)? {
                         let src = m.source;
-                        p.stash = Some((src, m.recv()?));
+                        p.stash = Some((src, m.recv(self.pace())?));
                     }
                 }
                 if let Some((_, msg)) = &p.stash {
@@ -949,15 +961,12 @@ impl Engine for MpiEngine {
                 Err(Error::Timeout) => {}
                 Err(e) => return Err(self.lift(e)),
             }
-            let Some(left) = deadline.slice(nap) else {
+            if deadline.expired() {
                 return Err(Error::Timeout);
-            };
-            i += 1;
-            if i < self.spin {
-                std::hint::spin_loop();
-            } else {
-                self.nap(bell, seen, left);
-                nap = (nap * 2).min(MAX_NAP);
+            }
+            if !pace.busy() {
+                let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
+                self.nap(bell, seen, nap);
             }
         }
     }

@@ -2,15 +2,21 @@
 //! (`mpi::ffi`), so that the engine and the benchmarks above contain no `unsafe` of their own
 //! except where a buffer must outlive a non-blocking request.
 //!
+//! Every call goes through [`call`] (or [`start`], for the calls that begin a non-blocking
+//! operation): it takes the MPI lock for the call and turns an error code into
+//! [`Error::Mpi`].
+//!
 //! Thread safety: MPI is initialised with the level the program asks for. Unless the library
 //! provides `MPI_THREAD_MULTIPLE`, every call made here holds one process-wide lock, so any
 //! thread may call tiers (MPI sees `MPI_THREAD_SERIALIZED` use). Waits never hold the lock
 //! between two tests, so other threads progress meanwhile.
 
+use crate::config;
 use crate::error::{Error, Result};
 use crate::timeout::Deadline;
+use crate::wait::{self, Naps, Pace};
 use mpi::ffi;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
@@ -53,17 +59,67 @@ pub(crate) fn lock() -> Guard {
     }
 }
 
-fn check(rc: c_int, what: &str) -> Result<()> {
-    if rc == 0 {
+/// Runs one MPI call `f` (named `name`) under the MPI lock; a non-zero return code becomes
+/// [`Error::Mpi`].
+#[inline]
+fn call(name: &'static str, f: impl FnOnce() -> c_int) -> Result<()> {
+    let code = {
+        let _g = lock();
+        f()
+    };
+    check(name, code)
+}
+
+/// [`call`] for a call that starts a non-blocking operation: `f` fills in the request.
+#[inline]
+fn start(name: &'static str, f: impl FnOnce(&mut ffi::MPI_Request) -> c_int) -> Result<Req> {
+    // SAFETY: constant read.
+    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
+    call(name, || f(&mut r.0))?;
+    Ok(r)
+}
+
+/// `Ok` for `MPI_SUCCESS`, else [`Error::Mpi`] with MPI's description of `code`. Must not be
+/// called with the MPI lock held (the description is asked for under it).
+#[inline]
+fn check(name: &'static str, code: c_int) -> Result<()> {
+    if code == 0 {
         Ok(())
     } else {
-        Err(Error::Setup(format!("{what} failed (MPI error {rc})")))
+        Err(Error::Mpi {
+            call: name,
+            code,
+            message: error_string(code),
+        })
     }
+}
+
+/// `MPI_Error_string(code)`, or nothing when MPI is not running.
+#[cold]
+fn error_string(code: c_int) -> Box<str> {
+    let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize];
+    let (mut len, mut up, mut down): (c_int, c_int, c_int) = (0, 0, 0);
+    let _g = lock();
+    // SAFETY: MPI_Initialized and MPI_Finalized may be called at any time; MPI_Error_string
+    // writes at most MPI_MAX_ERROR_STRING characters into buf and their number into len.
+    let ok = unsafe {
+        ffi::MPI_Initialized(&mut up);
+        ffi::MPI_Finalized(&mut down);
+        up != 0 && down == 0 && ffi::MPI_Error_string(code, buf.as_mut_ptr(), &mut len) == 0
+    };
+    if !ok {
+        return "".into();
+    }
+    let bytes: Vec<u8> = buf[..(len.max(0) as usize).min(buf.len())]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into()
 }
 
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx, Slurm).
 pub fn launched() -> bool {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+    config::MPI_LAUNCHER_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some())
 }
@@ -121,18 +177,7 @@ pub fn init(level: Threading) -> Result<()> {
         MULTIPLE.store(provided >= multiple, Ordering::Relaxed);
         INIT_RESULT.store(rc, Ordering::Relaxed);
     });
-    check(INIT_RESULT.load(Ordering::Relaxed), "MPI_Init_thread")
-}
-
-/// Set when MPI was told to yield when idle (more ranks than cores): waits then yield at
-/// every test for up to [`YIELD_FOR`] before they start to sleep.
-static YIELD_WHEN_IDLE: AtomicBool = AtomicBool::new(false);
-/// How long a wait keeps yielding, in that mode, before it sleeps between tests.
-const YIELD_FOR: Duration = Duration::from_millis(20);
-
-/// Waits yield at every test rather than spin, then sleep (see [`YIELD_WHEN_IDLE`]).
-pub(crate) fn set_yield_when_idle(yes: bool) {
-    YIELD_WHEN_IDLE.store(yes, Ordering::Relaxed);
+    check("MPI_Init_thread", INIT_RESULT.load(Ordering::Relaxed))
 }
 
 /// Whether MPI provides `MPI_THREAD_MULTIPLE` (then tiers does not serialise its MPI calls).
@@ -143,9 +188,10 @@ pub fn thread_multiple() -> bool {
 /// The thread level MPI provides (`MPI_THREAD_*` as a number).
 pub fn provided() -> i32 {
     let mut p: c_int = 0;
-    let _g = lock();
     // SAFETY: valid out-pointer; MPI is initialised by our callers.
-    unsafe { ffi::MPI_Query_thread(&mut p) };
+    let _ = call("MPI_Query_thread", || unsafe {
+        ffi::MPI_Query_thread(&mut p)
+    });
     p
 }
 
@@ -207,46 +253,38 @@ pub(crate) fn rank_size(comm: Comm) -> (usize, usize) {
 /// `MPI_Comm_dup` (collective).
 pub(crate) fn dup(comm: Comm) -> Result<Comm> {
     let mut out = world();
-    let _g = lock();
     // SAFETY: valid communicator; out is a valid out-pointer.
-    check(
-        unsafe { ffi::MPI_Comm_dup(comm.0, &mut out.0) },
-        "MPI_Comm_dup",
-    )?;
+    call("MPI_Comm_dup", || unsafe {
+        ffi::MPI_Comm_dup(comm.0, &mut out.0)
+    })?;
     Ok(out)
 }
 
 /// The ranks of `comm` that share memory with this one (`MPI_Comm_split_type` shared).
 pub(crate) fn split_shared(comm: Comm) -> Result<Comm> {
     let mut out = world();
-    let _g = lock();
     // SAFETY: constants and valid handles; out is a valid out-pointer.
-    check(
-        unsafe {
-            ffi::MPI_Comm_split_type(
-                comm.0,
-                ffi::RSMPI_COMM_TYPE_SHARED,
-                0,
-                ffi::RSMPI_INFO_NULL,
-                &mut out.0,
-            )
-        },
-        "MPI_Comm_split_type",
-    )?;
+    call("MPI_Comm_split_type", || unsafe {
+        ffi::MPI_Comm_split_type(
+            comm.0,
+            ffi::RSMPI_COMM_TYPE_SHARED,
+            0,
+            ffi::RSMPI_INFO_NULL,
+            &mut out.0,
+        )
+    })?;
     Ok(out)
 }
 
 /// `MPI_Comm_split`; `None` for ranks that pass no colour.
 pub(crate) fn split(comm: Comm, color: Option<i32>, key: i32) -> Result<Option<Comm>> {
     let mut out = world();
-    let _g = lock();
     // SAFETY: constant read.
     let undefined = unsafe { ffi::RSMPI_UNDEFINED };
     // SAFETY: valid communicator; out is a valid out-pointer.
-    check(
-        unsafe { ffi::MPI_Comm_split(comm.0, color.unwrap_or(undefined), key, &mut out.0) },
-        "MPI_Comm_split",
-    )?;
+    call("MPI_Comm_split", || unsafe {
+        ffi::MPI_Comm_split(comm.0, color.unwrap_or(undefined), key, &mut out.0)
+    })?;
     Ok(color.map(|_| out))
 }
 
@@ -263,56 +301,23 @@ impl Req {
     /// Tests once; `true` when complete (the request is then freed by MPI).
     pub(crate) fn test(&mut self) -> Result<bool> {
         let mut flag: c_int = 0;
-        let _g = lock();
         // SAFETY: self.0 is an active (or already null) request; status is ignored.
-        check(
-            unsafe { ffi::MPI_Test(&mut self.0, &mut flag, ffi::RSMPI_STATUS_IGNORE) },
-            "MPI_Test",
-        )?;
+        call("MPI_Test", || unsafe {
+            ffi::MPI_Test(&mut self.0, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        })?;
         Ok(flag != 0)
     }
 
-    /// Tests until complete or until `deadline`: spins (with a yield now and then) for the
-    /// first `spin` tests, then sleeps between tests, doubling from 20 µs up to 1 ms, so a long
+    /// Tests until complete or until `deadline`, paced by `pace` (see [`wait`]), so a long
     /// wait costs little CPU. `Err(Timeout)` leaves the request pending (resumable).
-    pub(crate) fn wait(&mut self, deadline: Deadline, spin: u32) -> Result<()> {
-        poll(deadline, spin, || self.test())
+    pub(crate) fn wait(&mut self, deadline: Deadline, pace: Pace) -> Result<()> {
+        wait::until(deadline, pace, || self.test())
     }
 }
 
-/// Polls `done` with the waiting policy of [`Req::wait`].
-pub(crate) fn poll(
-    deadline: Deadline,
-    spin: u32,
-    mut done: impl FnMut() -> Result<bool>,
-) -> Result<()> {
-    let mut i = 0u32;
-    let mut nap = Duration::from_micros(20);
-    let yielding = YIELD_WHEN_IDLE.load(Ordering::Relaxed);
-    let t0 = yielding.then(std::time::Instant::now);
-    loop {
-        if done()? {
-            return Ok(());
-        }
-        if deadline.slice(Duration::from_secs(1)).is_none() {
-            return Err(Error::Timeout);
-        }
-        i = i.saturating_add(1);
-        if t0.is_some_and(|t0| t0.elapsed() < YIELD_FOR) {
-            // MPI yields too: hand the core to a rank that has work at every test, as MPI's
-            // own blocking calls do, rather than sleep through the peer's answer.
-            std::thread::yield_now();
-        } else if i < spin {
-            if i % 64 == 0 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        } else {
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
-        }
-    }
+/// The pace of the waits of setup (see [`config::MPI_SETUP_SPIN`]).
+pub(crate) fn setup_pace() -> Pace {
+    Pace::new(config::MPI_SETUP_SPIN, Duration::ZERO, Naps::POLLED)
 }
 
 /// Lets MPI progress (one `MPI_Iprobe`): one-sided operations of other ranks that MPI
@@ -324,9 +329,8 @@ pub(crate) fn poll(
 pub(crate) fn progress(comm: Comm) {
     const NEVER_SENT: c_int = 0x7fff;
     let mut flag: c_int = 0;
-    let _g = lock();
     // SAFETY: valid communicator and out-pointers; the status is ignored.
-    unsafe {
+    let _ = call("MPI_Iprobe", || unsafe {
         ffi::MPI_Iprobe(
             ffi::RSMPI_ANY_SOURCE,
             NEVER_SENT,
@@ -334,20 +338,13 @@ pub(crate) fn progress(comm: Comm) {
             &mut flag,
             ffi::RSMPI_STATUS_IGNORE,
         )
-    };
+    });
 }
 
 /// `MPI_Ibarrier`.
 pub(crate) fn ibarrier(comm: Comm) -> Result<Req> {
-    // SAFETY: constant read.
-    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-    let _g = lock();
-    // SAFETY: valid communicator; r.0 is a valid out-pointer. No buffers.
-    check(
-        unsafe { ffi::MPI_Ibarrier(comm.0, &mut r.0) },
-        "MPI_Ibarrier",
-    )?;
-    Ok(r)
+    // SAFETY: valid communicator; r is a valid out-pointer. No buffers.
+    start("MPI_Ibarrier", |r| unsafe { ffi::MPI_Ibarrier(comm.0, r) })
 }
 
 /// `MPI_Iallreduce` of `count` elements.
@@ -363,25 +360,45 @@ pub(crate) unsafe fn iallreduce(
     op: MpiOp,
     comm: Comm,
 ) -> Result<Req> {
-    // SAFETY: constant read.
-    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-    let _g = lock();
     // SAFETY: the caller keeps both buffers valid until completion.
-    check(
-        unsafe {
-            ffi::MPI_Iallreduce(
-                send as *const c_void,
-                recv as *mut c_void,
-                count as c_int,
-                dt,
-                op,
-                comm.0,
-                &mut r.0,
-            )
-        },
-        "MPI_Iallreduce",
-    )?;
-    Ok(r)
+    start("MPI_Iallreduce", |r| unsafe {
+        ffi::MPI_Iallreduce(
+            send as *const c_void,
+            recv as *mut c_void,
+            count as c_int,
+            dt,
+            op,
+            comm.0,
+            r,
+        )
+    })
+}
+
+/// `MPI_Iallgather` of `count` elements of `dt` per rank.
+///
+/// # Safety
+/// `send` (`count` elements) and `recv` (`count` elements per rank of `comm`) must stay valid
+/// (and `recv` unread) until completion.
+unsafe fn iallgather(
+    send: *const c_void,
+    count: usize,
+    dt: Datatype,
+    recv: *mut c_void,
+    comm: Comm,
+) -> Result<Req> {
+    // SAFETY: the caller keeps both buffers valid until completion.
+    start("MPI_Iallgather", |r| unsafe {
+        ffi::MPI_Iallgather(
+            send,
+            count as c_int,
+            dt,
+            recv,
+            count as c_int,
+            dt,
+            comm.0,
+            r,
+        )
+    })
 }
 
 /// `MPI_Iallgather` of one `u64` per rank.
@@ -389,27 +406,8 @@ pub(crate) unsafe fn iallreduce(
 /// # Safety
 /// `send` and `recv` (one element per rank of `comm`) must stay valid until completion.
 pub(crate) unsafe fn iallgather_u64(send: *const u64, recv: *mut u64, comm: Comm) -> Result<Req> {
-    // SAFETY: constant read.
-    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-    let dt = dt_u64();
-    let _g = lock();
-    // SAFETY: the caller keeps both buffers valid until completion.
-    check(
-        unsafe {
-            ffi::MPI_Iallgather(
-                send as *const c_void,
-                1,
-                dt,
-                recv as *mut c_void,
-                1,
-                dt,
-                comm.0,
-                &mut r.0,
-            )
-        },
-        "MPI_Iallgather",
-    )?;
-    Ok(r)
+    // SAFETY: the caller's contract.
+    unsafe { iallgather(send.cast(), 1, dt_u64(), recv.cast(), comm) }
 }
 
 /// `MPI_Iallgather` of `len` bytes per rank.
@@ -423,27 +421,8 @@ pub(crate) unsafe fn iallgather_bytes(
     recv: *mut u8,
     comm: Comm,
 ) -> Result<Req> {
-    // SAFETY: constant read.
-    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-    let dt = dt_u8();
-    let _g = lock();
-    // SAFETY: the caller keeps both buffers valid until completion.
-    check(
-        unsafe {
-            ffi::MPI_Iallgather(
-                send as *const c_void,
-                len as c_int,
-                dt,
-                recv as *mut c_void,
-                len as c_int,
-                dt,
-                comm.0,
-                &mut r.0,
-            )
-        },
-        "MPI_Iallgather",
-    )?;
-    Ok(r)
+    // SAFETY: the caller's contract.
+    unsafe { iallgather(send.cast(), len, dt_u8(), recv.cast(), comm) }
 }
 
 /// Gathers one `u64` from every rank of `comm` (every rank gets all), with a real timeout.
@@ -454,7 +433,7 @@ pub(crate) fn allgather_u64(x: u64, comm: Comm, deadline: Deadline) -> Result<Ve
     // SAFETY: both buffers live in this frame until the request completes below; on timeout
     // we cannot cancel a collective, so we leak them (the request may still write).
     let mut req = unsafe { iallgather_u64(&*send, recv.as_mut_ptr(), comm)? };
-    match req.wait(deadline, 1 << 14) {
+    match req.wait(deadline, setup_pace()) {
         Ok(()) => Ok(recv),
         Err(e) => {
             std::mem::forget(send);
@@ -482,27 +461,18 @@ impl Win {
     pub(crate) unsafe fn create(base: *mut u8, len: usize, comm: Comm) -> Result<Win> {
         // SAFETY: constant read.
         let mut w = unsafe { ffi::RSMPI_WIN_NULL };
-        let _g = lock();
         // SAFETY: the caller keeps the memory valid for the window's life.
-        check(
-            unsafe {
-                ffi::MPI_Win_create(
-                    base as *mut c_void,
-                    len as ffi::MPI_Aint,
-                    1,
-                    ffi::RSMPI_INFO_NULL,
-                    comm.0,
-                    &mut w,
-                )
-            },
-            "MPI_Win_create",
-        )?;
-        // SAFETY: w is the window just created.
-        check(
-            unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, w) },
-            "MPI_Win_lock_all",
-        )?;
-        Ok(Win(w))
+        call("MPI_Win_create", || unsafe {
+            ffi::MPI_Win_create(
+                base as *mut c_void,
+                len as ffi::MPI_Aint,
+                1,
+                ffi::RSMPI_INFO_NULL,
+                comm.0,
+                &mut w,
+            )
+        })?;
+        Win::lock_all(w)
     }
 
     /// `MPI_Win_allocate` of `len` zero bytes (displacement unit 1), then lock_all. Returns
@@ -511,29 +481,29 @@ impl Win {
         // SAFETY: constant read.
         let mut w = unsafe { ffi::RSMPI_WIN_NULL };
         let mut base: *mut u8 = std::ptr::null_mut();
-        let _g = lock();
         // SAFETY: baseptr receives the address of MPI-owned memory of len bytes.
-        check(
-            unsafe {
-                ffi::MPI_Win_allocate(
-                    len as ffi::MPI_Aint,
-                    1,
-                    ffi::RSMPI_INFO_NULL,
-                    comm.0,
-                    &mut base as *mut *mut u8 as *mut c_void,
-                    &mut w,
-                )
-            },
-            "MPI_Win_allocate",
-        )?;
+        call("MPI_Win_allocate", || unsafe {
+            ffi::MPI_Win_allocate(
+                len as ffi::MPI_Aint,
+                1,
+                ffi::RSMPI_INFO_NULL,
+                comm.0,
+                &mut base as *mut *mut u8 as *mut c_void,
+                &mut w,
+            )
+        })?;
         // SAFETY: base points to len bytes owned by the window.
         unsafe { std::ptr::write_bytes(base, 0, len) };
-        // SAFETY: w is the window just created.
-        check(
-            unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, w) },
-            "MPI_Win_lock_all",
-        )?;
-        Ok((Win(w), base))
+        Ok((Win::lock_all(w)?, base))
+    }
+
+    /// Opens the window's passive-target epoch to every rank.
+    fn lock_all(w: ffi::MPI_Win) -> Result<Win> {
+        // SAFETY: w is a window just created by this rank.
+        call("MPI_Win_lock_all", || unsafe {
+            ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, w)
+        })?;
+        Ok(Win(w))
     }
 
     /// `MPI_Put` of `len` bytes (blocking only until issued).
@@ -549,23 +519,19 @@ impl Win {
         disp: usize,
     ) -> Result<()> {
         let dt = dt_u8();
-        let _g = lock();
         // SAFETY: the caller's contract.
-        check(
-            unsafe {
-                ffi::MPI_Put(
-                    src as *const c_void,
-                    len as c_int,
-                    dt,
-                    rank as c_int,
-                    disp as ffi::MPI_Aint,
-                    len as c_int,
-                    dt,
-                    self.0,
-                )
-            },
-            "MPI_Put",
-        )
+        call("MPI_Put", || unsafe {
+            ffi::MPI_Put(
+                src as *const c_void,
+                len as c_int,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                len as c_int,
+                dt,
+                self.0,
+            )
+        })
     }
 
     /// `MPI_Rput`: the request completes when `src` may be reused.
@@ -580,27 +546,20 @@ impl Win {
         disp: usize,
     ) -> Result<Req> {
         let dt = dt_u8();
-        // SAFETY: constant read.
-        let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-        let _g = lock();
         // SAFETY: the caller's contract.
-        check(
-            unsafe {
-                ffi::MPI_Rput(
-                    src as *const c_void,
-                    len as c_int,
-                    dt,
-                    rank as c_int,
-                    disp as ffi::MPI_Aint,
-                    len as c_int,
-                    dt,
-                    self.0,
-                    &mut r.0,
-                )
-            },
-            "MPI_Rput",
-        )?;
-        Ok(r)
+        start("MPI_Rput", |r| unsafe {
+            ffi::MPI_Rput(
+                src as *const c_void,
+                len as c_int,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                len as c_int,
+                dt,
+                self.0,
+                r,
+            )
+        })
     }
 
     /// `MPI_Rget`: the request completes when the data is in `dst`.
@@ -616,39 +575,30 @@ impl Win {
         disp: usize,
     ) -> Result<Req> {
         let dt = dt_u8();
-        // SAFETY: constant read.
-        let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-        let _g = lock();
         // SAFETY: the caller's contract.
-        check(
-            unsafe {
-                ffi::MPI_Rget(
-                    dst as *mut c_void,
-                    len as c_int,
-                    dt,
-                    rank as c_int,
-                    disp as ffi::MPI_Aint,
-                    len as c_int,
-                    dt,
-                    self.0,
-                    &mut r.0,
-                )
-            },
-            "MPI_Rget",
-        )?;
-        Ok(r)
+        start("MPI_Rget", |r| unsafe {
+            ffi::MPI_Rget(
+                dst as *mut c_void,
+                len as c_int,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                len as c_int,
+                dt,
+                self.0,
+                r,
+            )
+        })
     }
 
     /// `MPI_Win_flush(rank)`: every operation to `rank` is complete at the target. MPI-3 has
     /// no non-blocking flush; callers first drive their requests to local completion with
     /// timeouts, so this waits only for the remote acknowledgement.
     pub(crate) fn flush(&self, rank: usize) -> Result<()> {
-        let _g = lock();
         // SAFETY: a valid window in a lock_all epoch.
-        check(
-            unsafe { ffi::MPI_Win_flush(rank as c_int, self.0) },
-            "MPI_Win_flush",
-        )
+        call("MPI_Win_flush", || unsafe {
+            ffi::MPI_Win_flush(rank as c_int, self.0)
+        })
     }
 
     /// `MPI_Win_flush_local(rank)`: every operation to `rank` is complete at this rank. Where
@@ -656,42 +606,30 @@ impl Win {
     /// operations wait in a buffer until a flush; this sends them on their way, so that they
     /// arrive without the origin waiting for the target's acknowledgement.
     pub(crate) fn flush_local(&self, rank: usize) -> Result<()> {
-        let _g = lock();
         // SAFETY: a valid window in a lock_all epoch.
-        check(
-            unsafe { ffi::MPI_Win_flush_local(rank as c_int, self.0) },
-            "MPI_Win_flush_local",
-        )
+        call("MPI_Win_flush_local", || unsafe {
+            ffi::MPI_Win_flush_local(rank as c_int, self.0)
+        })
     }
 
     /// `MPI_Fetch_and_op(MPI_SUM)` on a `u64` plus flush: returns the old value.
     pub(crate) fn fetch_add(&self, rank: usize, disp: usize, v: u64) -> Result<u64> {
         let mut old = 0u64;
         let (dt, sum) = (dt_u64(), op(crate::Op::Sum));
-        {
-            let _g = lock();
-            // SAFETY: origin/result are valid u64s in this frame, completed by the flush below
-            // before they go out of scope; the caller checked disp.
-            check(
-                unsafe {
-                    ffi::MPI_Fetch_and_op(
-                        &v as *const u64 as *const c_void,
-                        &mut old as *mut u64 as *mut c_void,
-                        dt,
-                        rank as c_int,
-                        disp as ffi::MPI_Aint,
-                        sum,
-                        self.0,
-                    )
-                },
-                "MPI_Fetch_and_op",
-            )?;
-            // SAFETY: a valid window in a lock_all epoch.
-            check(
-                unsafe { ffi::MPI_Win_flush(rank as c_int, self.0) },
-                "MPI_Win_flush",
-            )?;
-        }
+        // SAFETY: origin/result are valid u64s in this frame, completed by the flush below
+        // before they go out of scope; the caller checked disp.
+        call("MPI_Fetch_and_op", || unsafe {
+            ffi::MPI_Fetch_and_op(
+                &v as *const u64 as *const c_void,
+                &mut old as *mut u64 as *mut c_void,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                sum,
+                self.0,
+            )
+        })?;
+        self.flush(rank)?;
         Ok(old)
     }
 
@@ -705,55 +643,45 @@ impl Win {
     ) -> Result<u64> {
         let mut old = 0u64;
         let dt = dt_u64();
-        let _g = lock();
         // SAFETY: as in fetch_add.
-        check(
-            unsafe {
-                ffi::MPI_Compare_and_swap(
-                    &new as *const u64 as *const c_void,
-                    &expected as *const u64 as *const c_void,
-                    &mut old as *mut u64 as *mut c_void,
-                    dt,
-                    rank as c_int,
-                    disp as ffi::MPI_Aint,
-                    self.0,
-                )
-            },
-            "MPI_Compare_and_swap",
-        )?;
-        // SAFETY: a valid window in a lock_all epoch.
-        check(
-            unsafe { ffi::MPI_Win_flush(rank as c_int, self.0) },
-            "MPI_Win_flush",
-        )?;
+        call("MPI_Compare_and_swap", || unsafe {
+            ffi::MPI_Compare_and_swap(
+                &new as *const u64 as *const c_void,
+                &expected as *const u64 as *const c_void,
+                &mut old as *mut u64 as *mut c_void,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                self.0,
+            )
+        })?;
+        self.flush(rank)?;
         Ok(old)
     }
 
     /// Ends the epoch and frees the window (collective over the window's communicator).
     pub(crate) fn free(mut self) -> Result<()> {
-        let _g = lock();
-        // SAFETY: a valid window in a lock_all epoch; freed once (self is consumed).
-        unsafe {
-            check(ffi::MPI_Win_unlock_all(self.0), "MPI_Win_unlock_all")?;
-            check(ffi::MPI_Win_free(&mut self.0), "MPI_Win_free")
-        }
+        // SAFETY: a valid window in a lock_all epoch.
+        call("MPI_Win_unlock_all", || unsafe {
+            ffi::MPI_Win_unlock_all(self.0)
+        })?;
+        // SAFETY: a valid window, freed once (self is consumed).
+        call("MPI_Win_free", || unsafe { ffi::MPI_Win_free(&mut self.0) })
     }
 }
 
 /// Blocking `MPI_Barrier` (benchmark peer only: the engine never blocks in MPI this way).
 pub(crate) fn barrier_blocking(comm: Comm) {
-    let _g = lock();
     // SAFETY: a valid communicator.
-    unsafe { ffi::MPI_Barrier(comm.0) };
+    let _ = call("MPI_Barrier", || unsafe { ffi::MPI_Barrier(comm.0) });
 }
 
 /// Blocking `MPI_Allreduce` of `f64`s (benchmark peer and calibration).
 pub(crate) fn allreduce_f64_blocking(x: &[f64], out: &mut [f64], op_: crate::Op, comm: Comm) {
     assert_eq!(x.len(), out.len());
     let (dt, o) = (dt_f64(), op(op_));
-    let _g = lock();
     // SAFETY: both slices hold x.len() doubles and outlive the blocking call.
-    unsafe {
+    let _ = call("MPI_Allreduce", || unsafe {
         ffi::MPI_Allreduce(
             x.as_ptr() as *const c_void,
             out.as_mut_ptr() as *mut c_void,
@@ -762,7 +690,7 @@ pub(crate) fn allreduce_f64_blocking(x: &[f64], out: &mut [f64], op_: crate::Op,
             o,
             comm.0,
         )
-    };
+    });
 }
 
 /// `MPI_Isend` (`sync`: `MPI_Issend`, complete only once matched by the receiver).
@@ -777,30 +705,24 @@ pub(crate) unsafe fn isend(
     sync: bool,
 ) -> Result<Req> {
     let dt = dt_u8();
-    // SAFETY: constant read.
-    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-    let _g = lock();
     let f = if sync {
         ffi::MPI_Issend
     } else {
         ffi::MPI_Isend
     };
+    let name = if sync { "MPI_Issend" } else { "MPI_Isend" };
     // SAFETY: the caller keeps buf valid until completion.
-    check(
-        unsafe {
-            f(
-                buf.as_ptr() as *const c_void,
-                buf.len() as c_int,
-                dt,
-                dest as c_int,
-                tag,
-                comm.0,
-                &mut r.0,
-            )
-        },
-        "MPI_Isend",
-    )?;
-    Ok(r)
+    start(name, |r| unsafe {
+        f(
+            buf.as_ptr() as *const c_void,
+            buf.len() as c_int,
+            dt,
+            dest as c_int,
+            tag,
+            comm.0,
+            r,
+        )
+    })
 }
 
 /// `MPI_Irecv` of up to `len` bytes from `src` with `tag`.
@@ -815,186 +737,18 @@ pub(crate) unsafe fn irecv(
     comm: Comm,
 ) -> Result<Req> {
     let dt = dt_u8();
-    // SAFETY: constant read.
-    let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
-    let _g = lock();
     // SAFETY: the caller keeps buf valid until completion.
-    check(
-        unsafe {
-            ffi::MPI_Irecv(
-                buf as *mut c_void,
-                len as c_int,
-                dt,
-                src as c_int,
-                tag,
-                comm.0,
-                &mut r.0,
-            )
-        },
-        "MPI_Irecv",
-    )?;
-    Ok(r)
-}
-
-/// A dissemination barrier over `comm` from zero-byte point-to-point messages:
-/// ceil(log2 n) rounds; in the round of distance d, rank r sends to r + d and receives from
-/// r - d. Cheaper per call than `MPI_Ibarrier` (no schedule is built), and resumable.
-pub(crate) struct Dissemination {
-    comm: Comm,
-    me: usize,
-    n: usize,
-    dist: usize,
-    round: i32,
-    reqs: Option<(Req, Req)>,
-}
-
-impl Dissemination {
-    /// Tags of the rounds (tag + round); point-to-point traffic of its own on `comm`.
-    const TAG: i32 = 0x7500;
-
-    pub(crate) fn new(comm: Comm) -> Dissemination {
-        let (me, n) = rank_size(comm);
-        Dissemination {
-            comm,
-            me,
-            n,
-            dist: 1,
-            round: 0,
-            reqs: None,
-        }
-    }
-
-    /// Drives the barrier without blocking; `true` once every rank has arrived.
-    pub(crate) fn step(&mut self) -> Result<bool> {
-        loop {
-            if self.dist >= self.n {
-                return Ok(true);
-            }
-            match &mut self.reqs {
-                None => {
-                    let (to, from) = (
-                        (self.me + self.dist) % self.n,
-                        (self.me + self.n - self.dist) % self.n,
-                    );
-                    let tag = Self::TAG + self.round;
-                    // SAFETY: zero-byte messages: no buffer is read or written.
-                    let r = unsafe {
-                        irecv(
-                            std::ptr::NonNull::dangling().as_ptr(),
-                            0,
-                            from,
-                            tag,
-                            self.comm,
-                        )?
-                    };
-                    // SAFETY: as above.
-                    let s = unsafe { isend(&[], to, tag, self.comm, false)? };
-                    self.reqs = Some((s, r));
-                }
-                Some((s, r)) => {
-                    // A completed request is null; testing it again says complete.
-                    let sent = s.test()?;
-                    if !(r.test()? && sent) {
-                        return Ok(false);
-                    }
-                    self.reqs = None;
-                    self.dist *= 2;
-                    self.round += 1;
-                }
-            }
-        }
-    }
-}
-
-/// An allgather of `len` bytes per rank over `comm` from point-to-point messages (Bruck's
-/// algorithm: ceil(log2 n) rounds, any n), resumable, with no schedule built per call as
-/// `MPI_Iallgather` does.
-pub(crate) struct Bruck {
-    comm: Comm,
-    me: usize,
-    n: usize,
-    len: usize,
-    dist: usize,
-    round: i32,
-    /// Block i holds the input of rank me + i (mod n) once received. Heap memory that stays
-    /// put while requests are in flight (the Vec is never resized).
-    tmp: Vec<u8>,
-    reqs: Option<(Req, Req)>,
-}
-
-impl Bruck {
-    const TAG: i32 = 0x7600;
-
-    pub(crate) fn new(input: &[u8], comm: Comm) -> Bruck {
-        let (me, n) = rank_size(comm);
-        let mut tmp = vec![0u8; input.len() * n];
-        tmp[..input.len()].copy_from_slice(input);
-        Bruck {
-            comm,
-            me,
-            n,
-            len: input.len(),
-            dist: 1,
-            round: 0,
-            tmp,
-            reqs: None,
-        }
-    }
-
-    /// Drives the exchange without blocking; `true` when every rank's input is here.
-    pub(crate) fn step(&mut self) -> Result<bool> {
-        loop {
-            if self.dist >= self.n {
-                return Ok(true);
-            }
-            match &mut self.reqs {
-                None => {
-                    let d = self.dist;
-                    let cnt = d.min(self.n - d) * self.len;
-                    let to = (self.me + self.n - d) % self.n;
-                    let from = (self.me + d) % self.n;
-                    let tag = Self::TAG + self.round;
-                    let base = self.tmp.as_mut_ptr();
-                    // SAFETY: receives into blocks d..d+cnt, sends blocks 0..cnt (cnt <= d: no
-                    // overlap), both inside tmp, which is not touched or moved until the two
-                    // requests complete (`reqs` is cleared only then; dropping a pending
-                    // Bruck is not done: the engine keeps it until complete).
-                    let r = unsafe { irecv(base.add(d * self.len), cnt, from, tag, self.comm)? };
-                    // SAFETY: as above.
-                    let s = unsafe {
-                        isend(
-                            std::slice::from_raw_parts(base, cnt),
-                            to,
-                            tag,
-                            self.comm,
-                            false,
-                        )?
-                    };
-                    self.reqs = Some((s, r));
-                }
-                Some((s, r)) => {
-                    let sent = s.test()?;
-                    if !(r.test()? && sent) {
-                        return Ok(false);
-                    }
-                    self.reqs = None;
-                    self.dist *= 2;
-                    self.round += 1;
-                }
-            }
-        }
-    }
-
-    /// Every rank's input in rank order (after `step` said `true`).
-    pub(crate) fn result(&self) -> Vec<u8> {
-        let mut all = vec![0u8; self.tmp.len()];
-        for i in 0..self.n {
-            let r = (self.me + i) % self.n;
-            all[r * self.len..(r + 1) * self.len]
-                .copy_from_slice(&self.tmp[i * self.len..(i + 1) * self.len]);
-        }
-        all
-    }
+    start("MPI_Irecv", |r| unsafe {
+        ffi::MPI_Irecv(
+            buf as *mut c_void,
+            len as c_int,
+            dt,
+            src as c_int,
+            tag,
+            comm.0,
+            r,
+        )
+    })
 }
 
 /// A matched incoming message (`MPI_Improbe`), received with [`Matched::recv`].
@@ -1016,31 +770,26 @@ pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
     let mut msg = unsafe { ffi::RSMPI_MESSAGE_NULL };
     // SAFETY: MPI_Status is a plain C struct; zero is a valid initial value.
     let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-    let dt = dt_u8();
-    let _g = lock();
     // SAFETY: valid handles and out-pointers.
-    check(
-        unsafe {
-            ffi::MPI_Improbe(
-                ffi::RSMPI_ANY_SOURCE,
-                tag,
-                comm.0,
-                &mut flag,
-                &mut msg,
-                &mut st,
-            )
-        },
-        "MPI_Improbe",
-    )?;
+    call("MPI_Improbe", || unsafe {
+        ffi::MPI_Improbe(
+            ffi::RSMPI_ANY_SOURCE,
+            tag,
+            comm.0,
+            &mut flag,
+            &mut msg,
+            &mut st,
+        )
+    })?;
     if flag == 0 {
         return Ok(None);
     }
     let mut count: c_int = 0;
+    let dt = dt_u8();
     // SAFETY: st was filled by the successful probe.
-    check(
-        unsafe { ffi::MPI_Get_count(&st, dt, &mut count) },
-        "MPI_Get_count",
-    )?;
+    call("MPI_Get_count", || unsafe {
+        ffi::MPI_Get_count(&st, dt, &mut count)
+    })?;
     Ok(Some(Matched {
         msg,
         source: st.MPI_SOURCE as usize,
@@ -1049,30 +798,23 @@ pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
 }
 
 impl Matched {
-    /// Receives the matched message into a fresh buffer (`MPI_Imrecv` driven to completion:
-    /// the message is already here or on its way, so this never waits for the sender to act).
-    pub(crate) fn recv(mut self) -> Result<Vec<u8>> {
+    /// Receives the matched message into a fresh buffer (`MPI_Imrecv` driven to completion,
+    /// paced by `pace`: the message is already here or on its way, so this never waits for
+    /// the sender to act).
+    pub(crate) fn recv(mut self, pace: Pace) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; self.len];
-        // SAFETY: constant read.
-        let mut r = Req(unsafe { ffi::RSMPI_REQUEST_NULL });
         let dt = dt_u8();
-        {
-            let _g = lock();
-            // SAFETY: buf holds len bytes and lives until the request completes below.
-            check(
-                unsafe {
-                    ffi::MPI_Imrecv(
-                        buf.as_mut_ptr() as *mut c_void,
-                        self.len as c_int,
-                        dt,
-                        &mut self.msg,
-                        &mut r.0,
-                    )
-                },
-                "MPI_Imrecv",
-            )?;
-        }
-        r.wait(Deadline::Never, 1 << 10)?;
+        // SAFETY: buf holds len bytes and lives until the request completes below.
+        let mut r = start("MPI_Imrecv", |r| unsafe {
+            ffi::MPI_Imrecv(
+                buf.as_mut_ptr() as *mut c_void,
+                self.len as c_int,
+                dt,
+                &mut self.msg,
+                r,
+            )
+        })?;
+        r.wait(Deadline::Never, pace)?;
         Ok(buf)
     }
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 use std::error::Error;
 use std::time::{Duration, Instant};
 use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
-use tiers_cluster::{Op, SegId, Timeout, World};
+use tiers_cluster::{Notification, Op, SegId, Timeout, World};
 
 type BenchResult<T = Report> = Result<T, Box<dyn Error>>;
 
@@ -193,7 +193,7 @@ pub(super) fn put(w: &World, opts: &Opts) -> BenchResult {
                     Candidate::new(imp(w), |iters| {
                         let t = Instant::now();
                         for i in 0..iters {
-                            q.write(SegId(0), 0, peer, SegId(0), 0, bytes)
+                            q.write(SegId(0).at(0), SegId(0).on(peer, 0), bytes)
                                 .expect("write");
                             if i % batch == batch - 1 {
                                 q.wait(Timeout::Block).expect("wait");
@@ -233,7 +233,8 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
             Candidate::new("write", |iters| {
                 let t = Instant::now();
                 for _ in 0..iters {
-                    q.write(SegId(0), 0, peer, SegId(0), 64, 8).expect("write");
+                    q.write(SegId(0).at(0), SegId(0).on(peer, 64), 8)
+                        .expect("write");
                     q.wait(Timeout::Block).expect("wait");
                 }
                 t.elapsed()
@@ -241,7 +242,8 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
             Candidate::new("read", |iters| {
                 let t = Instant::now();
                 for _ in 0..iters {
-                    q.read(SegId(0), 128, peer, SegId(0), 64, 8).expect("read");
+                    q.read(SegId(0).at(128), SegId(0).on(peer, 64), 8)
+                        .expect("read");
                     q.wait(Timeout::Block).expect("wait");
                 }
                 t.elapsed()
@@ -250,8 +252,13 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
                 let t = Instant::now();
                 for i in 0..iters {
                     seg.set::<u64>(0, i).expect("set");
-                    q.write_notify(SegId(0), 0, peer, SegId(0), 256, 8, PING, 1)
-                        .expect("ping");
+                    q.write_notify(
+                        SegId(0).at(0),
+                        SegId(0).on(peer, 256),
+                        8,
+                        Notification { id: PING, value: 1 },
+                    )
+                    .expect("ping");
                     q.wait(Timeout::Block).expect("wait");
                     w.notify_waitsome(SegId(0), PING..PING + 1, Timeout::Block)
                         .expect("pong");
@@ -264,7 +271,15 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
         if let Some(l) = &line {
             cands.push(Candidate::new(limit::IMPL, move |iters| {
                 l.count().store(iters, std::sync::atomic::Ordering::Relaxed);
-                q.notify(peer, SegId(0), LIMIT, 1).expect("notify");
+                q.notify(
+                    peer,
+                    SegId(0),
+                    Notification {
+                        id: LIMIT,
+                        value: 1,
+                    },
+                )
+                .expect("notify");
                 q.wait(Timeout::Block).expect("wait");
                 // One exchange to meet (rank 1 wakes up), then the timed ones.
                 limit::ping_pong(l.line(), 0, 1);
@@ -300,7 +315,7 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
             None => report.note("limit: none with one rank (nothing crosses between cores)"),
         }
         report.note("write/read: post 8 bytes and wait for local completion; write_notify: half of a ping-pong round trip (data + notification, the peer answers the same way)");
-        q.notify(peer, SegId(0), STOP, 1)?;
+        q.notify(peer, SegId(0), Notification { id: STOP, value: 1 })?;
         q.wait(Timeout::Block)?;
     } else if w.rank() == 1 {
         let back = 0;
@@ -315,7 +330,12 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
                     limit::ping_pong(l.line(), 1, n + 1);
                 }
                 _ => {
-                    q.write_notify(SegId(0), 256, back, SegId(0), 256, 8, PING, 1)?;
+                    q.write_notify(
+                        SegId(0).at(256),
+                        SegId(0).on(back, 256),
+                        8,
+                        Notification { id: PING, value: 1 },
+                    )?;
                     q.wait(Timeout::Block)?;
                 }
             }

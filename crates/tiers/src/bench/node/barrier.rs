@@ -1,6 +1,6 @@
 //! `tiers bench barrier`: ns per barrier episode, every tiers barrier against std, pthread and
-//! OpenMP barriers (seed 004, Fig. 4), all on threads pinned compactly; the `limit` row is the
-//! cache-line round trip between the first two processors in use, measured alongside.
+//! OpenMP barriers ([GPI-MCTP], Fig. 4), all on threads pinned compactly; the `limit` row is
+//! the cache-line round trip between the first two processors in use, measured alongside.
 
 use super::{peers, threads};
 use serde_json::json;

@@ -1,4 +1,4 @@
-//! `tiers bench queue`: N producers, one consumer, messages per second: the tiers PcQueue (one
+//! `tiers bench queue`: N producers, one consumer, messages per second: the tiers Inbox (one
 //! SPSC ring per producer) against std's mpsc channel, crossbeam-channel and crossbeam's
 //! SegQueue. `--threads` lists producer counts (default 1-4); the consumer is one more thread.
 
@@ -7,7 +7,7 @@ use serde_json::json;
 use std::sync::Barrier as StdBarrier;
 use std::time::{Duration, Instant};
 use tiers_bench::{compare, progress, Candidate, Opts, Report};
-use tiers_node::{PcQueue, PcSender};
+use tiers_node::{Inbox, InboxSender};
 
 /// Runs `producers` producer bodies and one consumer body on pinned threads (the consumer on
 /// the first processor); returns the consumer's time from the start to its last message.
@@ -59,8 +59,8 @@ pub fn run(opts: &Opts) -> Report {
     for &p in &counts {
         progress(opts, format!("queue: {p} producer(s), 1 consumer"));
         let cpus = threads::cpus(p + 1);
-        let mut q = PcQueue::<u64>::new(1 << 14);
-        let senders: Vec<std::sync::Mutex<PcSender<u64>>> =
+        let mut q = Inbox::<u64>::new(1 << 14);
+        let senders: Vec<std::sync::Mutex<InboxSender<u64>>> =
             (0..p).map(|_| std::sync::Mutex::new(q.sender())).collect();
         let mut cands = Vec::new();
         {

@@ -1,9 +1,10 @@
-//! The multi-producer single-consumer queue made of one SPSC ring per producer.
+//! The inbox: the multi-producer single-consumer queue made of one SPSC ring per producer.
 
 use super::spsc::Ring;
 use super::Full;
 use crate::futex;
-use crate::sync::{fence, spin_hint, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::sync::{fence, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::wait::Backoff;
 use std::time::{Duration, Instant};
 
 struct Shared<T> {
@@ -31,36 +32,54 @@ impl<T> Drop for Shared<T> {
     }
 }
 
-/// A multi-producer single-consumer queue: one lock-free SPSC ring per producer.
+/// The inbox of one consumer: a multi-producer single-consumer queue made of one lock-free SPSC
+/// ring per producer.
 ///
-/// The `PcQueue` value is the consumer; [`PcQueue::sender`] registers a producer, and cloning
-/// a [`PcSender`] registers another, so every producing thread owns its ring. Messages from one
+/// The `Inbox` value is the consumer; [`Inbox::sender`] registers a producer, and cloning
+/// an [`InboxSender`] registers another, so every producing thread owns its ring. Messages from one
 /// sender arrive in the order sent; messages from different senders interleave.
-pub struct PcQueue<T> {
+pub struct Inbox<T> {
     shared: Arc<Shared<T>>,
     /// Ring to poll first next time (round-robin fairness).
     start: usize,
 }
 
-/// A producer of a [`PcQueue`]: owns one ring. Clone it to get another producer (another ring).
-pub struct PcSender<T> {
+/// A producer of an [`Inbox`]: owns one ring. Clone it to get another producer (another ring).
+pub struct InboxSender<T> {
     shared: Arc<Shared<T>>,
     ring: Arc<Ring<T>>,
 }
+
+/// How [`Inbox::pop_timeout`] waits before it sleeps: 256 looks a PAUSE apart (a few µs),
+/// then straight to the futex. The consumer polls the producers' rings, which they write, so
+/// it looks often only briefly.
+const POP_SPIN: Backoff = Backoff::new().spin_limit(0).spin_steps(256).yield_limit(0);
+/// How [`Inbox::recv_batch`] waits before it sleeps: 12 looks after pauses doubling from 1 to
+/// 128 hints (then 128), 16 yields, then [`Inbox::pop_timeout`]. See `recv_batch` for why the
+/// pauses grow.
+const RECV_BATCH: Backoff = Backoff::new().spin_limit(7).spin_steps(12).yield_limit(16);
+/// How [`InboxSender::push`] waits for room in a full ring: 63 looks a PAUSE apart, then a
+/// yield before each look for as long as it takes (the consumer, which makes the room, may
+/// need this core; nobody would wake a sleeping producer).
+const PUSH: Backoff = Backoff::new()
+    .spin_limit(0)
+    .spin_steps(63)
+    .yield_limit(0)
+    .never_sleep();
 
 /// The default ring capacity per producer.
 pub const DEFAULT_CAPACITY: usize = 1024;
 /// The default maximum number of producers.
 pub const DEFAULT_MAX_PRODUCERS: usize = 256;
 
-impl<T: Send> PcQueue<T> {
+impl<T: Send> Inbox<T> {
     /// A queue whose producers each get a ring of `capacity` messages (rounded up to a power of
     /// two), for up to [`DEFAULT_MAX_PRODUCERS`] producers.
     pub fn new(capacity: usize) -> Self {
         Self::with_max_producers(capacity, DEFAULT_MAX_PRODUCERS)
     }
 
-    /// As [`PcQueue::new`], for up to `max_producers` producers.
+    /// As [`Inbox::new`], for up to `max_producers` producers.
     pub fn with_max_producers(capacity: usize, max_producers: usize) -> Self {
         assert!(
             max_producers > 0,
@@ -70,7 +89,7 @@ impl<T: Send> PcQueue<T> {
             capacity > 0,
             "tiers: a queue needs a capacity of at least 1"
         );
-        PcQueue {
+        Inbox {
             shared: Arc::new(Shared {
                 rings: (0..max_producers)
                     .map(|_| AtomicPtr::new(core::ptr::null_mut()))
@@ -88,7 +107,7 @@ impl<T: Send> PcQueue<T> {
 
     /// Registers a new producer. Panics when the queue already has its maximum number of
     /// producers (every sender ever made counts, dropped or not).
-    pub fn sender(&self) -> PcSender<T> {
+    pub fn sender(&self) -> InboxSender<T> {
         register(&self.shared)
     }
 
@@ -135,13 +154,14 @@ impl<T: Send> PcQueue<T> {
     }
 
     /// Waits up to `timeout` for a message: spins briefly, then sleeps. A sleeping consumer is
-    /// woken at once by [`PcSender::push_notify`]; plain pushes are noticed within a millisecond.
+    /// woken at once by [`InboxSender::push_notify`]; plain pushes are noticed within a millisecond.
     pub fn pop_timeout(&mut self, timeout: Duration) -> Option<T> {
-        for _ in 0..256 {
+        let mut backoff = POP_SPIN;
+        while !backoff.is_completed() {
             if let Some(v) = self.try_pop() {
                 return Some(v);
             }
-            spin_hint();
+            backoff.snooze();
         }
         let deadline = Instant::now() + timeout;
         loop {
@@ -160,7 +180,7 @@ impl<T: Send> PcQueue<T> {
             futex::wait(
                 &self.shared.bell,
                 bell,
-                Some((deadline - now).min(Duration::from_millis(1))),
+                Some((deadline - now).min(Backoff::SLEEP_MAX)),
             );
             self.shared.sleeping.store(0, Ordering::Relaxed);
         }
@@ -175,25 +195,25 @@ impl<T: Send> PcQueue<T> {
     /// producers' cache lines on every message; backing off lets them fill several slots per
     /// visit, which is what makes a busy stream several times faster.
     pub fn recv_batch(&mut self, max: usize, timeout: Duration, mut f: impl FnMut(T)) -> usize {
-        let mut pause = 1u32;
-        for _ in 0..12 {
+        let mut backoff = RECV_BATCH;
+        // The timeout runs from the end of the spin phase (no clock is read before it).
+        let mut deadline = None;
+        let deadline = loop {
             let n = self.drain(max, &mut f);
             if n > 0 {
                 return n;
             }
-            for _ in 0..pause {
-                spin_hint();
+            if !backoff.is_spinning() {
+                let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                if backoff.is_completed() {
+                    break d;
+                }
+                if Instant::now() >= d {
+                    return 0;
+                }
             }
-            pause = (pause * 2).min(128);
-        }
-        let deadline = Instant::now() + timeout;
-        for _ in 0..16 {
-            crate::sync::yield_now();
-            let n = self.drain(max, &mut f);
-            if n > 0 || Instant::now() >= deadline {
-                return n;
-            }
-        }
+            backoff.snooze();
+        };
         match self.pop_timeout(deadline.saturating_duration_since(Instant::now())) {
             Some(v) => {
                 f(v);
@@ -218,12 +238,12 @@ impl<T: Send> PcQueue<T> {
     }
 }
 
-fn register<T: Send>(shared: &Arc<Shared<T>>) -> PcSender<T> {
+fn register<T: Send>(shared: &Arc<Shared<T>>) -> InboxSender<T> {
     let _g = shared.register.lock().unwrap_or_else(|e| e.into_inner());
     let n = shared.count.load(Ordering::Relaxed);
     assert!(
         n < shared.rings.len(),
-        "tiers: PcQueue made for {} producers got one more",
+        "tiers: Inbox made for {} producers got one more",
         shared.rings.len()
     );
     let ring = Arc::new(Ring::new(shared.capacity));
@@ -232,13 +252,13 @@ fn register<T: Send>(shared: &Arc<Shared<T>>) -> PcSender<T> {
         Ordering::Release,
     );
     shared.count.store(n + 1, Ordering::Release);
-    PcSender {
+    InboxSender {
         shared: shared.clone(),
         ring,
     }
 }
 
-impl<T: Send> PcSender<T> {
+impl<T: Send> InboxSender<T> {
     /// Appends `value` to this producer's ring, or gives it back if the ring is full.
     #[inline]
     pub fn try_push(&mut self, value: T) -> Result<(), Full<T>> {
@@ -249,23 +269,18 @@ impl<T: Send> PcSender<T> {
     /// Appends `value`, waiting (spinning, then yielding) while the ring is full.
     #[inline]
     pub fn push(&mut self, mut value: T) {
-        let mut spins = 0u32;
+        let mut backoff = PUSH;
         loop {
             match self.try_push(value) {
                 Ok(()) => return,
                 Err(Full(v)) => value = v,
             }
-            spins += 1;
-            if spins < 64 {
-                spin_hint();
-            } else {
-                crate::sync::yield_now();
-            }
+            backoff.snooze();
         }
     }
 
-    /// As [`PcSender::try_push`], and wakes the consumer if it sleeps in
-    /// [`PcQueue::pop_timeout`]. Costs a full fence more than `try_push`.
+    /// As [`InboxSender::try_push`], and wakes the consumer if it sleeps in
+    /// [`Inbox::pop_timeout`]. Costs a full fence more than `try_push`.
     #[inline]
     pub fn push_notify(&mut self, value: T) -> Result<(), Full<T>> {
         self.try_push(value)?;
@@ -278,7 +293,7 @@ impl<T: Send> PcSender<T> {
     }
 }
 
-impl<T: Send> Clone for PcSender<T> {
+impl<T: Send> Clone for InboxSender<T> {
     /// Registers another producer with its own ring.
     fn clone(&self) -> Self {
         register(&self.shared)
@@ -293,7 +308,7 @@ mod tests {
     fn per_producer_order_and_nothing_lost() {
         const P: usize = 6; // more producers than cores
         const N: u64 = 100_000;
-        let mut q = PcQueue::<(usize, u64)>::new(128);
+        let mut q = Inbox::<(usize, u64)>::new(128);
         let tx = q.sender();
         let hs: Vec<_> = (0..P)
             .map(|p| {
@@ -324,7 +339,7 @@ mod tests {
 
     #[test]
     fn full_ring_is_reported() {
-        let q = PcQueue::<u8>::new(2);
+        let q = Inbox::<u8>::new(2);
         let mut tx = q.sender();
         tx.try_push(1).unwrap();
         tx.try_push(2).unwrap();
@@ -338,7 +353,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "made for 2 producers got one more")]
     fn too_many_producers_panics() {
-        let q = PcQueue::<u8>::with_max_producers(4, 2);
+        let q = Inbox::<u8>::with_max_producers(4, 2);
         let _a = q.sender();
         let _b = q.sender();
         let _c = q.sender();
@@ -346,7 +361,7 @@ mod tests {
 
     #[test]
     fn sleeping_consumer_is_woken_and_times_out() {
-        let mut q = PcQueue::<u32>::new(4);
+        let mut q = Inbox::<u32>::new(4);
         let t0 = Instant::now();
         assert_eq!(q.pop_timeout(Duration::from_millis(20)), None);
         assert!(t0.elapsed() >= Duration::from_millis(20));
@@ -365,7 +380,7 @@ mod tests {
     #[test]
     fn dropping_the_queue_drops_pending_messages() {
         let v = std::sync::Arc::new(());
-        let q = PcQueue::new(8);
+        let q = Inbox::new(8);
         let mut tx = q.sender();
         tx.try_push(v.clone()).unwrap();
         drop(q);

@@ -1,13 +1,22 @@
-//! How a thread waits for another: the wait policies of the node tier and the one primitive,
-//! [`Signal`], that every waiting structure (barriers, pool wake-up) is built from.
+//! How a thread waits for another: the wait policies of the node tier, the one primitive,
+//! `Signal`, that every waiting structure (barriers, pool wake-up) is built from, and
+//! [`Backoff`], the waiting schedule (spin, yield, sleep) that every wait of the node tier
+//! runs, for the other tiers to use too.
 //!
-//! MCTP's lesson (seed 004) is that no single way of waiting wins: busy spinning answers
+//! MCTP's lesson ([GPI-MCTP]) is that no single way of waiting wins: busy spinning answers
 //! fastest but burns a core and the memory bus, PAUSE-spinning is nearly as fast and kinder to
 //! a sibling hyperthread, and sleeping in the kernel costs microseconds but frees the core when
 //! arrival times differ by milliseconds. The adaptive policy spins briefly, then sleeps.
+//!
+//! Who waits where, on what, with which schedule and why each limit is what it is: see
+//! `README.md` beside this file (`crates/node/src/wait/README.md`).
+
+mod backoff;
+
+pub use backoff::Backoff;
 
 use crate::futex;
-use crate::sync::{spin_hint, yield_now, AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 /// How a waiting thread passes the time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
@@ -23,25 +32,35 @@ pub enum WaitPolicy {
     Auto,
 }
 
-/// PAUSE-spins before an adaptive waiter starts yielding (a few tens of microseconds).
-#[cfg(not(loom))]
-pub(crate) const AUTO_SPINS: u32 = 1 << 12;
-/// Under loom every spin is a scheduling point: one is enough to cover the spinning path.
-#[cfg(loom)]
-pub(crate) const AUTO_SPINS: u32 = 1;
-/// Spinning waiters yield about every 10 µs, so that when threads outnumber cores the thread
-/// they wait for gets to run within a few yields instead of a scheduler tick; when each thread
-/// has its core a yield with nothing else runnable is a short syscall (well under 1% here).
-/// Polls between yields under `WaitPolicy::Spin` (a poll is a few ns).
-pub(crate) const SPIN_YIELD_EVERY: u32 = 1 << 12;
+/// Polls between yields under `WaitPolicy::Spin` (a poll is a few ns at most). Spinning waiters
+/// yield every few µs, so that when threads outnumber cores the thread they wait for gets to
+/// run within a few yields instead of a scheduler tick; when each thread has its core a yield
+/// with nothing else runnable is a short syscall (well under 1% here).
+const SPIN_YIELD_EVERY: u32 = 1 << 12;
 /// Polls between yields under `WaitPolicy::Pause` (a PAUSE is tens of ns on recent x86).
-pub(crate) const PAUSE_YIELD_EVERY: u32 = 1 << 8;
-/// Yields before an adaptive waiter goes to sleep.
-#[cfg(not(loom))]
-pub(crate) const AUTO_YIELDS: u32 = 8;
-/// Under loom, one yield before sleeping keeps the models small.
-#[cfg(loom)]
-pub(crate) const AUTO_YIELDS: u32 = 1;
+const PAUSE_YIELD_EVERY: u32 = 1 << 8;
+/// PAUSE-spins before an adaptive waiter starts yielding: 15 to 200 µs as a PAUSE takes 10 to
+/// 140 cycles (about 100 µs measured on an AMD EPYC), long enough for threads that arrive
+/// nearly together, short next to the milliseconds of a skewed arrival. One
+/// PAUSE between looks: each waiter of a barrier or of the pool watches a line that one other
+/// thread writes once, so looking often costs the writer nothing and answers soonest.
+const AUTO_SPINS: u32 = 1 << 12;
+
+/// `WaitPolicy::Spin`: bare polls, one yield every [`SPIN_YIELD_EVERY`] polls (the schedule
+/// starts over after the yield).
+const SPIN: Backoff = Backoff::new()
+    .without_pause()
+    .spin_limit(0)
+    .spin_steps(SPIN_YIELD_EVERY - 1)
+    .yield_limit(1);
+/// `WaitPolicy::Pause`: a PAUSE before each poll, one yield every [`PAUSE_YIELD_EVERY`] polls.
+const PAUSE: Backoff = Backoff::new()
+    .spin_limit(0)
+    .spin_steps(PAUSE_YIELD_EVERY - 1)
+    .yield_limit(1);
+/// `WaitPolicy::Auto`: [`AUTO_SPINS`] polls a PAUSE apart, [`Backoff::YIELD_LIMIT`] (8)
+/// yields, then a futex sleep.
+const AUTO: Backoff = Backoff::new().spin_limit(0).spin_steps(AUTO_SPINS);
 
 impl WaitPolicy {
     /// Whether a waiter under this policy may sleep in the kernel, so that whoever changes the
@@ -103,46 +122,28 @@ impl Signal {
             return v;
         }
         match policy {
-            WaitPolicy::Spin => {
-                let mut i = 0u32;
+            WaitPolicy::Spin | WaitPolicy::Pause => {
+                let mut backoff = if policy == WaitPolicy::Spin {
+                    SPIN
+                } else {
+                    PAUSE
+                };
                 loop {
-                    #[cfg(loom)]
-                    spin_hint();
+                    backoff.snooze();
                     let v = self.get();
                     if done(v) {
                         return v;
                     }
-                    i = i.wrapping_add(1);
-                    if i % SPIN_YIELD_EVERY == 0 {
-                        yield_now();
-                    }
-                }
-            }
-            WaitPolicy::Pause => {
-                let mut i = 0u32;
-                loop {
-                    spin_hint();
-                    let v = self.get();
-                    if done(v) {
-                        return v;
-                    }
-                    i = i.wrapping_add(1);
-                    if i % PAUSE_YIELD_EVERY == 0 {
-                        yield_now();
+                    if backoff.is_completed() {
+                        backoff.reset();
                     }
                 }
             }
             WaitPolicy::Park => self.sleep_until(done),
             WaitPolicy::Auto => {
-                for _ in 0..AUTO_SPINS {
-                    spin_hint();
-                    let v = self.get();
-                    if done(v) {
-                        return v;
-                    }
-                }
-                for _ in 0..AUTO_YIELDS {
-                    yield_now();
+                let mut backoff = AUTO;
+                while !backoff.is_completed() {
+                    backoff.snooze();
                     let v = self.get();
                     if done(v) {
                         return v;

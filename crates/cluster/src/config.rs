@@ -1,0 +1,199 @@
+//! Configuration of the cluster tier, in one place: the environment a rank reads (and the
+//! launcher writes), the limits of the API, and the tunables of the engines, each with the
+//! reason for its value.
+//!
+//! This module sits below both the [`World`](crate::World) and the engines: both read their
+//! settings here, and neither reads the other's. The shared-memory layout of the engines
+//! ([`engine::ctl`](crate::engine)) is sized from the limits below, not the other way round.
+
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// Environment variables of a rank: set by the launcher (`tiers run`) for every rank, or by
+/// the user.
+pub mod env {
+    /// `local`, `shm` or `mpi` (absent: a world of one rank, or the `mpi` engine under an MPI
+    /// launcher).
+    pub const ENGINE: &str = "TIERS_ENGINE";
+    /// The job id (names the shared-memory objects).
+    pub const JOB: &str = "TIERS_JOB";
+    /// This rank.
+    pub const RANK: &str = "TIERS_RANK";
+    /// Number of ranks.
+    pub const SIZE: &str = "TIERS_SIZE";
+    /// Rank among those on this host.
+    pub const LOCAL_RANK: &str = "TIERS_LOCAL_RANK";
+    /// Ranks on this host.
+    pub const LOCAL_SIZE: &str = "TIERS_LOCAL_SIZE";
+    /// Node-tier worker threads per rank (`tiers run --threads`).
+    pub const THREADS: &str = "TIERS_THREADS";
+    /// Milliseconds `init` waits for all ranks to join (default 60000).
+    pub const INIT_TIMEOUT_MS: &str = "TIERS_INIT_TIMEOUT_MS";
+    /// Processors the whole job may use (the launcher's affinity mask). A rank pinned to one
+    /// core cannot tell from its own mask whether its peers have cores of their own.
+    pub const JOB_CPUS: &str = "TIERS_JOB_CPUS";
+    /// The MPI thread level the `mpi` engine asks for: `funneled` or `multiple` (default:
+    /// `multiple` when [`THREADS`] asks for more than one worker per rank, else `funneled`).
+    pub const MPI_THREADS: &str = "TIERS_MPI_THREADS";
+    /// `0`: the `mpi` engine sends everything through MPI, even between ranks of one host
+    /// (default: ranks of one host share memory).
+    pub const MPI_HOST_LOCAL: &str = "TIERS_MPI_HOST_LOCAL";
+}
+
+/// Variables an MPI launcher sets for its ranks (Open MPI, MPICH/Hydra and Slurm's PMI,
+/// PMIx): any of them means this process was started by one.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
+
+/// Open MPI's "yield when idle" setting (`--mca mpi_yield_when_idle 1`), given when ranks
+/// outnumber cores: the `mpi` engine then yields and sleeps rather than spins, as MPI does.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const OMPI_YIELD_WHEN_IDLE: &str = "OMPI_MCA_mpi_yield_when_idle";
+
+// ---- Limits of the API ----
+
+/// Number of independent queues (GPI-2's default): a queue is the unit of completion, so a
+/// few let independent streams of requests (workers, bulk traffic) be waited for apart.
+pub const QUEUES: usize = 8;
+/// Default number of requests a queue holds between two waits (GPI-2's default): the `mpi`
+/// engine keeps a request handle per post until the wait, so the count is bounded; a post
+/// beyond it is refused, never silently blocked on.
+pub const DEFAULT_QUEUE_DEPTH: usize = 1024;
+/// Notifications per segment: the notification area at the head of every segment mapping
+/// (two pages with this many) and the range a `notify_waitsome` scans.
+pub const NOTIFICATIONS: usize = 1024;
+/// Segment ids are `0..MAX_SEGMENTS` (a table of this many sizes per rank lives in the
+/// control block).
+pub const MAX_SEGMENTS: u32 = 64;
+/// Slots in each rank's passive mailbox: a sender waits while all are full.
+pub(crate) const PASSIVE_SLOTS: usize = 16;
+/// The largest passive message (bytes): each mailbox slot holds one, so the control block
+/// grows by `PASSIVE_SLOTS` times this per rank.
+pub(crate) const PASSIVE_MAX: usize = 32 * 1024;
+
+// ---- Collectives ----
+
+/// Bytes of each rank's allreduce staging slot (one of two, used alternately): a larger
+/// allreduce runs in chunks of this size, one barrier each.
+pub(crate) const REDUCE_CHUNK: usize = 4096;
+/// The largest allreduce (bytes) that travels with its arrival flag: one cache line less the
+/// flag and the length (8 bytes).
+pub(crate) const FAST_REDUCE_MAX: usize = 56;
+/// Most ranks for which the one-line allreduce is used: each rank reads every other's line,
+/// which stops paying beyond a handful of ranks.
+pub(crate) const FAST_REDUCE_RANKS: usize = 8;
+/// The `mpi` engine gathers every rank's input for a float sum (rank order); up to this many
+/// bytes in all, with its own point-to-point allgather (Bruck), which takes fewer steps per
+/// call than `MPI_Iallgather`'s schedule.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const BRUCK_MAX: usize = 64 * 1024;
+/// Largest rank-indexed vector (bytes) a float sum is gathered in hierarchically when ranks
+/// share hosts (beyond it, the flat gather).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const SPREAD_MAX: usize = 4096;
+/// Writes from this size on are `MPI_Rput`s, whose local completion a queue wait tests with
+/// its timeout before it flushes; smaller ones are `MPI_Put`s, which MPI may pack together
+/// (request-based puts go out one message each over TCP: 1.4x MPI_Put's time at 8 B).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const RPUT_MIN: usize = 64 * 1024;
+
+// ---- Waiting (see `crate::wait`) ----
+
+/// How long a waiter busy-polls before it sleeps, when every rank of the host has a core of
+/// its own (the GASPI way: latency first, but bounded). Also how long a mailbox lock is spun
+/// on before its holder is suspected of being preempted or dead.
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
+/// How long a waiter on a futex sleeps before it re-checks the health of its peers (a wake-up
+/// ends the sleep early; a dead peer rings no bell).
+pub(crate) const HEALTH_SLICE: Duration = Duration::from_millis(25);
+/// The first nap of a waiter that must poll (MPI progress): short, since the answer of
+/// another host often comes within tens of microseconds.
+pub(crate) const FIRST_NAP: Duration = Duration::from_micros(20);
+/// The longest nap between two polls of MPI progress (naps double up to it), so that a long
+/// wait costs little CPU and an answer is still seen within a millisecond.
+pub(crate) const MAX_NAP: Duration = Duration::from_millis(1);
+/// How long the `mpi` engine polls MPI before it naps, when the host's ranks have a core each
+/// (measured: about 4096 `MPI_Test`s or 2000 progress polls over shared memory).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_SPIN: Duration = Duration::from_micros(100);
+/// The same when ranks outnumber the host's cores: one clock check's worth of polls
+/// (`tiers_node::Backoff::CLOCK_EVERY`), then naps that hand the core over.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_SPIN_CROWDED: Duration = Duration::from_micros(1);
+/// How long the `mpi` engine polls during setup (communicator splits, the host's control
+/// block): every rank arrives at about the same time, and setup happens once.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_SETUP_SPIN: Duration = Duration::from_micros(500);
+/// With Open MPI told to yield when idle ([`OMPI_YIELD_WHEN_IDLE`]), how long a wait yields
+/// at every poll (as MPI's own blocking calls do, handing the core to a rank that has work)
+/// before it naps.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_YIELD_FOR: Duration = Duration::from_millis(20);
+/// How long an idle endpoint worker or progress thread sleeps before it re-checks for the
+/// end of the run (a message wakes it earlier).
+pub(crate) const ENDPOINT_SLEEP: Duration = Duration::from_millis(1);
+
+// ---- Setup ----
+
+/// How long `init` waits for every rank to join, unless [`env::INIT_TIMEOUT_MS`] says: long
+/// enough for a loaded machine to start every process.
+pub(crate) const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---- The launcher ----
+
+/// Time the other ranks get to finish after one has failed (`tiers run --grace`).
+pub(crate) const LAUNCH_GRACE: Duration = Duration::from_secs(2);
+/// How often the launcher looks at its ranks (exits, signals, deadlines).
+pub(crate) const LAUNCH_WATCH: Duration = Duration::from_millis(2);
+/// How long ranks get after `SIGTERM` before `SIGKILL`.
+pub(crate) const LAUNCH_KILL_AFTER: Duration = Duration::from_secs(1);
+/// The most ranks one launcher starts on one host. Each rank has a process, a slot in the
+/// job's control block (its passive mailbox alone is `PASSIVE_SLOTS` × `PASSIVE_MAX` =
+/// 512 KiB, so 4096 ranks take 2 GiB of /dev/shm) and, with `--prefix`, two forwarding
+/// threads; no machine tiers targets has more cores than this.
+pub const MAX_RANKS: usize = 4096;
+/// The longest piece of a line `tiers run --prefix` holds before writing it out: a longer
+/// line is written in pieces, each with the prefix, instead of growing without bound.
+pub(crate) const PREFIX_LINE_MAX: usize = 64 * 1024;
+
+// ---- Reading the environment ----
+
+/// `name` as a number; `None` when unset.
+pub(crate) fn env_usize(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Setup(format!("{name}={v:?} is not a number"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// `name` as a string; `None` when unset or not Unicode.
+pub(crate) fn env_str(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Node-tier worker threads per rank the launcher asked for (`--threads`), default 1.
+pub fn threads() -> usize {
+    env_usize(env::THREADS).ok().flatten().unwrap_or(1).max(1)
+}
+
+/// How long `init` waits for every rank: [`env::INIT_TIMEOUT_MS`], else [`INIT_TIMEOUT`].
+pub(crate) fn init_timeout() -> Duration {
+    env_usize(env::INIT_TIMEOUT_MS)
+        .ok()
+        .flatten()
+        .map_or(INIT_TIMEOUT, |ms| Duration::from_millis(ms as u64))
+}
+
+/// The processors of the whole job: the launcher says ([`env::JOB_CPUS`]: its ranks may each
+/// be pinned to one core, so a rank's own mask says nothing about its peers), else this
+/// process's affinity mask.
+pub(crate) fn job_cpus() -> usize {
+    env_usize(env::JOB_CPUS)
+        .ok()
+        .flatten()
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
