@@ -109,20 +109,38 @@ fn lock_queue_private_alloc_benches_run() {
         assert!(l.iter().any(|n| n == want), "lock: missing {want}");
     }
     let q = bench_json("queue", "1,2");
-    let qi = impls(&q);
+    let rows = q["results"].as_array().unwrap();
+    let has = |case: &str, imp: &str, p: u64| {
+        rows.iter()
+            .any(|r| r["case"] == case && r["impl"] == imp && r["producers"] == p)
+    };
+    for want in [
+        "tiers",
+        "tiers-batch",
+        "std-mpsc",
+        "crossbeam-channel",
+        "arrayqueue-per-producer",
+    ] {
+        for p in [1, 2] {
+            assert!(has("stream", want, p), "queue: no stream {want} at {p}");
+        }
+    }
+    // The latency case, with one producer: every queue, and the round trip it cannot beat.
     for want in [
         "tiers",
         "std-mpsc",
         "crossbeam-channel",
-        "crossbeam-segqueue",
+        "arrayqueue-per-producer",
     ] {
-        assert!(qi.iter().any(|n| n == want), "queue: missing {want}");
+        assert!(has("ping-pong", want, 1), "queue: no ping-pong {want}");
     }
-    assert!(q["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|r| r["producers"] == 2));
+    assert!(!has("ping-pong", "tiers", 2));
+    if two_cpus() {
+        assert!(has("ping-pong", "limit", 1), "queue: no limit row");
+    }
+    assert!(q["notes"]
+        .to_string()
+        .contains("1024 messages per producer"));
     let p = impls(&bench_json("private", "1"));
     assert_eq!(
         p,

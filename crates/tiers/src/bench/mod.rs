@@ -91,8 +91,8 @@ pub const BENCHES: &[Bench] = &[
     },
     Bench {
         name: "queue",
-        measures: "messages/s, N producers (default 1-4) and one consumer",
-        peers: "std mpsc, crossbeam-channel, crossbeam SegQueue",
+        measures: "messages/s, N producers (default 1-4) and one consumer, taken one at a time (and batched: tiers-batch); ping-pong round trips/s",
+        peers: "crossbeam-channel and std sync_channel, bounded; one crossbeam ArrayQueue per producer (the same design); all at the same capacity",
         launch: Launch::Process,
         run: |c| {
             let mut opts = c.opts.clone();
