@@ -236,6 +236,16 @@ impl Drop for SklearnPeer {
     }
 }
 
+/// What one pair of calls of the `mds` comparison returned.
+#[derive(Clone, Copy, Default)]
+struct Returned {
+    n1: u64,
+    nk: u64,
+    stress: f64,
+    t1: f64,
+    tk: f64,
+}
+
 /// (T(k) − T(1)) / (k − 1), never below zero.
 fn marginal(t1: f64, tk: f64, k: usize) -> f64 {
     ((tk - t1) / (k - 1) as f64).max(0.0)
@@ -328,8 +338,9 @@ fn mds_size<'p>(
     slots.extend(counts.iter().map(|&t| MdsSlot::Limit(t)));
     slots.extend(calls.iter().map(|&t| MdsSlot::Smacof(t)));
     slots.extend(peers.iter().map(|(t, _)| MdsSlot::Sklearn(*t)));
-    // What the calls returned, checked below: (iterations of the 1- and k-call, stress after k).
-    let returned: Vec<Cell<(u64, u64, f64)>> = slots.iter().map(|_| Cell::default()).collect();
+    // What the last pair of calls returned, checked below: iterations of the 1- and k-call,
+    // stress after k, and their seconds.
+    let returned: Vec<Cell<Returned>> = slots.iter().map(|_| Cell::default()).collect();
     progress(
         opts,
         format!("mds: N = {n}, threads {counts:?}, {iters}-iteration calls, alternating"),
@@ -373,7 +384,13 @@ fn mds_size<'p>(
                             let rk = smacof(pool, d, Some(start.clone()), &ok, |_, _| {});
                             let tk = t0.elapsed().as_secs_f64();
                             let last = rk.stress[iters.min(rk.stress.len() - 1)].raw;
-                            ret.set((r1.iterations as u64, rk.iterations as u64, last));
+                            ret.set(Returned {
+                                n1: r1.iterations as u64,
+                                nk: rk.iterations as u64,
+                                stress: last,
+                                t1,
+                                tk,
+                            });
                             sum += marginal(t1, tk, iters);
                         }
                         Duration::from_secs_f64(sum)
@@ -385,7 +402,13 @@ fn mds_size<'p>(
                         let mut sum = 0.0;
                         for _ in 0..reps {
                             let r = peer.borrow_mut().pair(iters);
-                            ret.set((r.n1, r.nk, r.stress));
+                            ret.set(Returned {
+                                n1: r.n1,
+                                nk: r.nk,
+                                stress: r.stress,
+                                t1: r.t1,
+                                tk: r.tk,
+                            });
                             sum += marginal(r.t1, r.tk, iters);
                         }
                         Duration::from_secs_f64(sum)
@@ -418,7 +441,13 @@ fn mds_size<'p>(
                     MdsSlot::Smacof(_) => ("tiers-smacof", "tiers"),
                     _ => ("scikit-learn", "scikit-learn"),
                 };
-                let (n1, nk, st) = ret.get();
+                let Returned {
+                    n1,
+                    nk,
+                    stress: st,
+                    t1,
+                    tk,
+                } = ret.get();
                 if (n1, nk) != (1, iters as u64) {
                     report.note(format!(
                         "N = {n}: {tag} at {t} thread(s) returned {n1} and {nk} iterations for max_iter 1 and {iters}: row withheld (the marginal cost needs exactly those)"
@@ -427,6 +456,12 @@ fn mds_size<'p>(
                 }
                 let row = report.push(name, &at(t), *v);
                 row.extra.push(("stress".into(), json!(st)));
+                // The last pair of calls, and what dividing the cold k-call by k gives (the
+                // earlier way, which counts the call's setup as iterations).
+                row.extra.push(("t1_s".into(), json!(t1)));
+                row.extra.push((format!("t{iters}_s"), json!(tk)));
+                row.extra
+                    .push(("cold_call_per_iteration".into(), json!(tk / iters as f64)));
                 stress.push((tag, t, st));
                 marg.push((tag, t, *v));
             }
