@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
 use tiers_node::queue::DEFAULT_CAPACITY;
-use tiers_node::{Inbox, InboxSender};
+use tiers_node::{Backoff, Inbox, InboxSender};
 
 /// Runs `producers` producer bodies and one consumer body on pinned threads (the consumer on
 /// the first processor); returns the consumer's time from the start to its last message.
@@ -65,22 +65,41 @@ fn expect_sum(producers: usize, n: u64) -> u64 {
     producers as u64 * n * (n - 1) / 2
 }
 
-/// Polls `f` until it gives a value: 64 looks a spin hint apart, then a yield before each
-/// look (a peer sharing this core must run). The same for every queue that does not block.
+/// How a consumer of a queue that does not block waits for a message in the stream case: the
+/// schedule of `Inbox::recv_batch` (looks after pauses doubling from 1 to 128 hints, then
+/// yields), so that it leaves the producer's lines alone while they fill. The same for tiers
+/// and the same-design peer; crossbeam-channel and std wait in their own `recv`.
+const STREAM_WAIT: Backoff = Backoff::new()
+    .spin_limit(7)
+    .spin_steps(12)
+    .yield_limit(16)
+    .never_sleep();
+
+/// How either side of the ping-pong (and a producer facing a full queue) waits: a look every
+/// spin hint, then yields (the answer comes within a round trip; backing off would only add
+/// latency).
+const POLL_WAIT: Backoff = Backoff::new()
+    .spin_limit(0)
+    .spin_steps(64)
+    .yield_limit(0)
+    .never_sleep();
+
+/// Polls `f` until it gives a value, waiting by `schedule` between looks.
 #[inline]
-fn poll<T>(mut f: impl FnMut() -> Option<T>) -> T {
-    let mut looks = 0u32;
+fn poll_with<T>(schedule: Backoff, mut f: impl FnMut() -> Option<T>) -> T {
+    let mut backoff = schedule;
     loop {
         if let Some(v) = f() {
             return v;
         }
-        looks += 1;
-        if looks < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+        backoff.snooze();
     }
+}
+
+/// [`poll_with`] at [`POLL_WAIT`].
+#[inline]
+fn poll<T>(f: impl FnMut() -> Option<T>) -> T {
+    poll_with(POLL_WAIT, f)
 }
 
 /// Pushes into a bounded `ArrayQueue`, polling while it is full.
@@ -152,7 +171,7 @@ fn stream<'a>(
             move || {
                 let mut sum = 0u64;
                 for _ in 0..total {
-                    sum += poll(|| q.try_pop());
+                    sum += poll_with(STREAM_WAIT, || q.try_pop());
                 }
                 assert_eq!(sum, expect_sum(p, n));
             },
@@ -215,7 +234,7 @@ fn stream<'a>(
             || {
                 let (mut sum, mut next) = (0, 0);
                 for _ in 0..total {
-                    sum += poll(|| q.try_pop(&mut next));
+                    sum += poll_with(STREAM_WAIT, || q.try_pop(&mut next));
                 }
                 assert_eq!(sum, expect_sum(p, n));
             },
