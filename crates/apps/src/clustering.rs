@@ -274,12 +274,222 @@ pub enum Event {
     },
 }
 
+/// The distance matrix as the clustering uses it: its size, the product S = δ·M and its row
+/// sums. One process holds the whole matrix ([`DistMatrix`]); a rank of a job holds its rows
+/// and gathers the product's other rows from the other ranks ([`RankRows`]). Every row of the
+/// product is summed the same way wherever it is computed, so the clustering's bits do not
+/// depend on how the rows are spread.
+pub trait Delta: Sync {
+    /// N.
+    fn n(&self) -> usize;
+    /// S = δ·M (N×K, all rows): S_i(k) = Σ_j δ_ij M_j(k).
+    fn times(&self, pool: &Pool, m: &[f64], k: usize, out: &mut [f64]);
+    /// Σ_{j≠i} δ_ij for every row i.
+    fn row_sums(&self) -> Vec<f64>;
+}
+
+impl Delta for DistMatrix {
+    fn n(&self) -> usize {
+        self.n
+    }
+    fn times(&self, pool: &Pool, m: &[f64], k: usize, out: &mut [f64]) {
+        delta_times(pool, self, m, k, out);
+    }
+    fn row_sums(&self) -> Vec<f64> {
+        (0..self.n).map(|i| row_sum(self.row(i), i)).collect()
+    }
+}
+
+/// Σ_{j≠i} of row `i`.
+fn row_sum(row: &[f32], i: usize) -> f64 {
+    row.iter().map(|&d| f64::from(d)).sum::<f64>() - f64::from(row[i])
+}
+
+/// A rank's rows of δ, for clustering across the ranks of a job: [`Delta::times`] computes
+/// this rank's rows of δ·M and gathers the others' by one-sided writes into every rank's copy
+/// (two segments used alternately, one barrier per product). Build it on every rank with the
+/// same `max_k` (the most columns a product will have). Should a peer fail, the products
+/// become NaN (the annealing then runs out quickly) and [`RankRows::failure`] says why.
+pub struct RankRows<'w> {
+    world: &'w tiers_cluster::World,
+    rows: crate::distance::RowBlock,
+    row_sums: Vec<f64>,
+    round: std::sync::atomic::AtomicUsize,
+    failed: std::sync::OnceLock<tiers_cluster::Error>,
+    max_k: usize,
+}
+
+/// The segments [`RankRows`] gathers products in.
+const PRODUCT_SEGS: [tiers_cluster::SegId; 2] = [tiers_cluster::SegId(0), tiers_cluster::SegId(1)];
+
+impl<'w> RankRows<'w> {
+    /// This rank's rows (every rank's rows must tile `0..n` in rank order). Collective.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`](crate::Error::Invalid) when the rows do not tile the matrix or a
+    /// segment cannot be made.
+    pub fn new(
+        world: &'w tiers_cluster::World,
+        rows: crate::distance::RowBlock,
+        max_k: usize,
+    ) -> crate::Result<RankRows<'w>> {
+        use tiers_cluster::{Op, Timeout};
+        let cluster = |e: tiers_cluster::Error| {
+            crate::Error::Invalid(format!("clustering across ranks: {e}"))
+        };
+        let (n, size) = (rows.n, world.size());
+        let mut counts = vec![0u64; size];
+        counts[world.rank()] = rows.rows.len() as u64;
+        let mut all = vec![0u64; size];
+        world
+            .allreduce(&counts, &mut all, Op::Sum, Timeout::Block)
+            .map_err(cluster)?;
+        let starts: Vec<usize> = all
+            .iter()
+            .scan(0usize, |s, &c| {
+                let at = *s;
+                *s += c as usize;
+                Some(at)
+            })
+            .collect();
+        if all.iter().sum::<u64>() as usize != n || starts[world.rank()] != rows.rows.start {
+            return Err(crate::Error::Invalid(format!(
+                "clustering across ranks: the ranks' rows {all:?} do not tile 0..{n} in rank order"
+            )));
+        }
+        let mut sums = vec![0.0f64; n];
+        for (k, i) in rows.rows.clone().enumerate() {
+            sums[i] = row_sum(&rows.data[k * n..(k + 1) * n], i);
+        }
+        let mut row_sums = vec![0.0f64; n];
+        world
+            .allreduce(&sums, &mut row_sums, Op::Sum, Timeout::Block)
+            .map_err(cluster)?;
+        let bytes = crate::limits::mul("points x clusters", n, max_k.max(1))?
+            .checked_mul(8)
+            .ok_or_else(|| crate::Error::Invalid("clustering across ranks: too large".into()))?;
+        for id in PRODUCT_SEGS {
+            world.segment(id, bytes).map_err(cluster)?;
+        }
+        Ok(RankRows {
+            world,
+            rows,
+            row_sums,
+            round: std::sync::atomic::AtomicUsize::new(0),
+            failed: std::sync::OnceLock::new(),
+            max_k: max_k.max(1),
+        })
+    }
+
+    /// The first failure of the job seen while gathering, if any.
+    pub fn failure(&self) -> Option<&tiers_cluster::Error> {
+        self.failed.get()
+    }
+
+    /// Releases the segments (collective).
+    ///
+    /// # Errors
+    ///
+    /// A cluster-tier failure.
+    pub fn finish(self) -> tiers_cluster::Result<()> {
+        for id in PRODUCT_SEGS {
+            self.world
+                .segment_delete(id, tiers_cluster::Timeout::Block)?;
+        }
+        match self.failed.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn gather(&self, out: &mut [f64], k: usize) -> tiers_cluster::Result<()> {
+        use tiers_cluster::Timeout;
+        if k > self.max_k {
+            return Err(tiers_cluster::Error::Setup(format!(
+                "clustering across ranks: {k} clusters, more than the {} planned",
+                self.max_k
+            )));
+        }
+        let w = self.world;
+        let r = self
+            .round
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = PRODUCT_SEGS[r % 2];
+        let seg = w.local(id)?;
+        let (first, len) = (self.rows.rows.start, self.rows.rows.len());
+        let at = first * k * 8;
+        let mine: Vec<u8> = out[first * k..(first + len) * k]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        seg.write(at, &mine)?;
+        if len > 0 {
+            let q = w.queue(0)?;
+            for peer in (0..w.size()).filter(|&p| p != w.rank()) {
+                q.write(id.at(at), id.on(peer, at), len * k * 8)?;
+            }
+            q.wait(Timeout::Block)?;
+        }
+        w.barrier(Timeout::Block)?;
+        let mut all = vec![0u8; self.rows.n * k * 8];
+        seg.read(0, &mut all)?;
+        for (o, c) in out.iter_mut().zip(all.chunks_exact(8)) {
+            *o = f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        }
+        Ok(())
+    }
+}
+
+impl Delta for RankRows<'_> {
+    fn n(&self) -> usize {
+        self.rows.n
+    }
+    fn times(&self, pool: &Pool, m: &[f64], k: usize, out: &mut [f64]) {
+        if self.failed.get().is_some() {
+            out.fill(f64::NAN);
+            return;
+        }
+        let (first, len, n) = (self.rows.rows.start, self.rows.rows.len(), self.rows.n);
+        times_rows(
+            pool,
+            &self.rows.data,
+            first,
+            n,
+            m,
+            k,
+            &mut out[first * k..(first + len) * k],
+        );
+        if let Err(e) = self.gather(out, k) {
+            let _ = self.failed.set(e);
+            out.fill(f64::NAN);
+        }
+    }
+    fn row_sums(&self) -> Vec<f64> {
+        self.row_sums.clone()
+    }
+}
+
 /// S = δ·M (N×K): S_i(k) = Σ_j δ_ij M_j(k), by row blocks.
 pub fn delta_times(pool: &Pool, delta: &DistMatrix, m: &[f64], k: usize, out: &mut [f64]) {
-    par_rows(pool, out, k, Schedule::Dynamic(32), |rows, block| {
-        for (i, o) in rows.zip(block.chunks_mut(k)) {
+    times_rows(pool, &delta.data, 0, delta.n, m, k, out);
+}
+
+/// Rows `first..first + out.len() / k` of δ·M from those rows of δ (`n` wide).
+fn times_rows(
+    pool: &Pool,
+    delta_rows: &[f32],
+    first: usize,
+    n: usize,
+    m: &[f64],
+    k: usize,
+    out: &mut [f64],
+) {
+    par_rows(pool, out, k, Schedule::Dynamic(32), |local, block| {
+        for (li, o) in local.zip(block.chunks_mut(k)) {
             o.fill(0.0);
-            let d = delta.row(i);
+            let i = li + first;
+            let d = &delta_rows[(i - first) * n..(i - first + 1) * n];
             if k == 1 {
                 o[0] = d.iter().zip(m).map(|(&a, &b)| f64::from(a) * b).sum();
                 continue;
@@ -297,14 +507,14 @@ pub fn delta_times(pool: &Pool, delta: &DistMatrix, m: &[f64], k: usize, out: &m
 
 /// The largest eigenvalue of L v = P(−δ W v) for cluster weights `w` (Σ w = 1) and its
 /// eigenvector, by the power method (shifted when the dominant eigenvalue is negative).
-fn power_method(
+fn power_method<D: Delta + ?Sized>(
     pool: &Pool,
-    delta: &DistMatrix,
+    delta: &D,
     w: &[f64],
     start: &[f64],
     opts: &ClusterOptions,
 ) -> (f64, Vec<f64>) {
-    let n = delta.n;
+    let n = delta.n();
     let center = |v: &mut [f64]| {
         let mean: f64 = v.iter().zip(w).map(|(a, b)| a * b).sum();
         v.iter_mut().for_each(|x| *x -= mean);
@@ -324,7 +534,7 @@ fn power_method(
             for j in 0..n {
                 wv[j] = w[j] * v[j];
             }
-            delta_times(pool, delta, &wv, 1, &mut y);
+            delta.times(pool, &wv, 1, &mut y);
             y.iter_mut().zip(&v).for_each(|(a, b)| *a = -*a + shift * b);
             center(&mut y);
             // Rayleigh quotient in the w-inner product (L is self-adjoint there).
@@ -357,9 +567,9 @@ fn power_method(
 /// from the energies, using `s` and `eps` (N×K, resized here) as work space, and returns the
 /// largest change of any ε_i(k) (infinite when `first`, as there is nothing to compare with).
 #[allow(clippy::too_many_arguments)]
-pub fn em_step(
+pub fn em_step<D: Delta + ?Sized>(
     pool: &Pool,
-    delta: &DistMatrix,
+    delta: &D,
     m: &mut [f64],
     k: usize,
     t: f64,
@@ -367,9 +577,9 @@ pub fn em_step(
     eps: &mut Vec<f64>,
     first: bool,
 ) -> f64 {
-    let n = delta.n;
+    let n = delta.n();
     s.resize(n * k, 0.0);
-    delta_times(pool, delta, m, k, s);
+    delta.times(pool, m, k, s);
     let c: Vec<f64> = (0..k)
         .map(|c| (0..n).map(|i| m[i * k + c]).sum::<f64>())
         .collect();
@@ -416,19 +626,20 @@ pub fn em_step(
 }
 
 /// Runs DA-PWC on `delta`, reporting progress through `on_event`.
-pub fn da_pwc(
+pub fn da_pwc<D: Delta + ?Sized>(
     pool: &Pool,
-    delta: &DistMatrix,
+    delta: &D,
     opts: &ClusterOptions,
     mut on_event: impl FnMut(&Event),
 ) -> ClusterResult {
-    let n = delta.n;
+    let n = delta.n();
     assert!(n > 0, "empty distance matrix");
     if opts.method == Method::Spidal {
         return spidal::run(pool, delta, opts, &mut on_event);
     }
     let t0 = Instant::now();
-    let mean_delta = delta.data.iter().map(|&d| f64::from(d)).sum::<f64>() / (n * n) as f64;
+    // Summed by rows in row order (every rank gets the same bits).
+    let mean_delta = delta.row_sums().iter().sum::<f64>() / (n * n) as f64;
     let tol = opts.epsi_change * mean_delta.max(1e-300);
     let mut rng = Rng::new(12345);
     let noise: Vec<f64> = (0..n).map(|_| rng.f64() - 0.5).collect();
@@ -654,6 +865,45 @@ mod tests {
         );
         assert_eq!(r1.labels, r2.labels);
         assert_eq!(r1.memberships, r2.memberships);
+        // Across ranks, each holding only its rows of δ, both procedures: the same bits.
+        for method in [Method::Tiers, Method::Spidal] {
+            let opts = ClusterOptions {
+                method,
+                max_clusters: 4,
+                min_cluster_size: 5.0,
+                ..Default::default()
+            };
+            let one = da_pwc(
+                &Pool::builder().threads(1).build().unwrap(),
+                &d,
+                &opts,
+                |_| {},
+            );
+            for (ranks, threads) in [(2, 1), (3, 2)] {
+                let got = tiers_cluster::run_local(ranks, |w| {
+                    let n = d.n;
+                    let rows = crate::distance::owned_rows(n, ranks, w.rank());
+                    let block = crate::distance::RowBlock {
+                        n,
+                        data: d.data[rows.start * n..rows.end * n].to_vec(),
+                        rows,
+                    };
+                    let delta = RankRows::new(w, block, opts.max_clusters + 2).unwrap();
+                    let pool = Pool::builder().threads(threads).build().unwrap();
+                    let r = da_pwc(&pool, &delta, &opts, |_| {});
+                    delta.finish().unwrap();
+                    r
+                })
+                .unwrap();
+                for r in got {
+                    assert_eq!(r.labels, one.labels, "{method:?} {ranks}x{threads}");
+                    assert_eq!(
+                        r.memberships, one.memberships,
+                        "{method:?} {ranks}x{threads}"
+                    );
+                }
+            }
+        }
     }
 
     /// Two groups of `n / 2` points, distance `dd` between groups and 0 inside.

@@ -20,6 +20,7 @@ pub mod matrix;
 pub mod mds;
 pub mod model;
 pub mod projection;
+pub mod redblack;
 pub mod render;
 pub mod rng;
 mod rows;

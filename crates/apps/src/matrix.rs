@@ -515,6 +515,173 @@ fn read_unchecked(path: &Path, big_endian: bool, expect_n: Option<usize>) -> Res
     Ok(m)
 }
 
+/// Reads rows `rows` of an N×N matrix file without reading the others (SPIDAL `.bin` or
+/// `.npy`, by offset): a rank of a job holds O(N²/p) of a matrix, never all of it. N comes
+/// from the file (its size, or the `.npy` header); the rows read are checked as far as they
+/// go (finite, non-negative, zero on the diagonal); symmetry needs the whole matrix, so
+/// [`read`] checks it and this does not.
+pub fn read_rows(
+    path: &Path,
+    big_endian: bool,
+    rows: std::ops::Range<usize>,
+) -> Res<crate::distance::RowBlock> {
+    use std::io::{Read, Seek, SeekFrom};
+    let format = Format::from_path(path, big_endian)?;
+    let io = |e| crate::Error::io(path, "reading", e);
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    let (start, elem, n) = match format {
+        Format::Csv => {
+            return Err(crate::Error::Invalid(format!(
+                "{}: a CSV matrix cannot be read by rows: use .bin or .npy",
+                path.display()
+            )))
+        }
+        Format::SpidalLe | Format::SpidalBe => {
+            let count = size / 2;
+            let n = (count as f64).sqrt().round() as u64;
+            if size % 2 != 0 || n * n != count || n == 0 {
+                return Err(ferr(
+                    path,
+                    format!("wrong size: {size} bytes are not a square int16 matrix"),
+                ));
+            }
+            (0u64, 2u64, n as usize)
+        }
+        Format::Npy => {
+            // The header is small: read it, and let from_npy's checks judge it.
+            let mut head = vec![0u8; size.min(64 * 1024) as usize];
+            f.read_exact(&mut head).map_err(io)?;
+            let hlen = match head.get(6..12) {
+                Some([1, _, a, b, ..]) => u16::from_le_bytes([*a, *b]) as usize + 10,
+                Some([2 | 3, _, a, b, c, d]) => u32::from_le_bytes([*a, *b, *c, *d]) as usize + 12,
+                _ => return Err(ferr(path, "not a .npy file (bad magic or version)")),
+            };
+            if hlen > head.len() {
+                return Err(ferr(path, "truncated .npy header"));
+            }
+            let probe = from_npy_header(&head[..hlen], path)?;
+            if probe.1 != 4 {
+                return Err(ferr(path, "reading by rows needs a <f4 .npy"));
+            }
+            (hlen as u64, 4u64, probe.0)
+        }
+    };
+    if rows.end > n || rows.start > rows.end {
+        return Err(crate::Error::Invalid(format!(
+            "{}: rows {rows:?} of a {n}x{n} matrix",
+            path.display()
+        )));
+    }
+    let want = start + (n as u64) * (n as u64) * elem;
+    if size != want {
+        return Err(ferr(
+            path,
+            format!("wrong size: a {n}x{n} matrix needs {want} bytes, the file has {size}"),
+        ));
+    }
+    let len = rows.len();
+    crate::limits::check_alloc(
+        "the rows",
+        crate::limits::mul("rows x n", len, n)?,
+        4 + elem as usize,
+    )?;
+    let mut bytes = vec![0u8; len * n * elem as usize];
+    f.seek(SeekFrom::Start(start + rows.start as u64 * n as u64 * elem))
+        .map_err(io)?;
+    f.read_exact(&mut bytes).map_err(io)?;
+    let data: Vec<f32> = match format {
+        Format::Npy => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        _ => from_spidal_rows(&bytes, format == Format::SpidalBe, n, rows.start, path)?,
+    };
+    for (k, row) in data.chunks(n.max(1)).enumerate() {
+        let i = rows.start + k;
+        for (j, &v) in row.iter().enumerate() {
+            if !(v.is_finite() && v >= 0.0) || (i == j && v != 0.0) {
+                return Err(ferr(
+                    path,
+                    format!("entry ({i}, {j}) = {v} is not a distance (finite, non-negative, 0 on the diagonal)"),
+                ));
+            }
+        }
+    }
+    Ok(crate::distance::RowBlock { n, rows, data })
+}
+
+/// SPIDAL int16 rows (starting at row `first` of `n`) as distances; a negative value is
+/// reported as a wrong byte order.
+fn from_spidal_rows(
+    bytes: &[u8],
+    big_endian: bool,
+    n: usize,
+    first: usize,
+    path: &Path,
+) -> Res<Vec<f32>> {
+    let mut out = Vec::with_capacity(bytes.len() / 2);
+    for (k, c) in bytes.chunks_exact(2).enumerate() {
+        let v = if big_endian {
+            i16::from_be_bytes([c[0], c[1]])
+        } else {
+            i16::from_le_bytes([c[0], c[1]])
+        };
+        if v < 0 {
+            return Err(ferr(
+                path,
+                format!(
+                    "entry ({}, {}) is the negative int16 {v}: not a SPIDAL distance file of this byte order (try {})",
+                    first + k / n,
+                    k % n,
+                    if big_endian { "without --big-endian" } else { "--big-endian" }
+                ),
+            ));
+        }
+        out.push(f32::from(v) / 32767.0);
+    }
+    Ok(out)
+}
+
+/// N and the element width of a `.npy` from its header bytes alone.
+fn from_npy_header(head: &[u8], path: &Path) -> Res<(usize, usize)> {
+    let header = std::str::from_utf8(&head[if head[6] == 1 { 10 } else { 12 }..])
+        .map_err(|_| ferr(path, "bad .npy header"))?;
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
+    };
+    let width = match field("descr")
+        .and_then(|r| r.strip_prefix('\''))
+        .and_then(|r| r.split('\'').next())
+    {
+        Some("<f4") => 4,
+        Some("<f8") => 8,
+        Some("<i2") => 2,
+        _ => return Err(ferr(path, "unsupported or missing .npy dtype")),
+    };
+    if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
+        return Err(ferr(path, "Fortran-order .npy is not supported"));
+    }
+    let shape: Vec<usize> = field("shape")
+        .and_then(|r| r.strip_prefix('('))
+        .and_then(|r| r.split(')').next())
+        .map(|s| {
+            s.split(',')
+                .filter(|x| !x.trim().is_empty())
+                .filter_map(|x| x.trim().parse().ok())
+                .collect()
+        })
+        .ok_or_else(|| ferr(path, "no shape in .npy header"))?;
+    match shape[..] {
+        [a, b] if a == b => Ok((a, width)),
+        _ => Err(ferr(
+            path,
+            format!("a distance matrix must be square and 2-D, shape is {shape:?}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,6 +758,35 @@ mod tests {
         assert_eq!(m.symmetrize(), 1);
         assert!(m.validate("m").is_ok());
         assert_eq!(m.get(0, 3), m.get(3, 0));
+    }
+
+    #[test]
+    fn rows_read_by_offset_are_the_matrix_rows() {
+        let dir = std::env::temp_dir().join(format!("tiers-apps-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let m = sample();
+        for (name, be) in [("m.bin", false), ("b.bin", true), ("m.npy", false)] {
+            let p = dir.join(name);
+            write(&p, &m, be).unwrap();
+            let whole = read(&p, be, None).unwrap();
+            for rows in [0..5, 0..0, 1..3, 4..5] {
+                let b = read_rows(&p, be, rows.clone()).unwrap();
+                assert_eq!(b.n, 5);
+                assert_eq!(
+                    b.data,
+                    whole.data[rows.start * 5..rows.end * 5],
+                    "{name} {rows:?}"
+                );
+            }
+            assert!(read_rows(&p, be, 3..6).is_err());
+        }
+        let csv = dir.join("m.csv");
+        write(&csv, &m, false).unwrap();
+        assert!(read_rows(&csv, false, 0..1)
+            .unwrap_err()
+            .to_string()
+            .contains("by rows"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -127,22 +127,41 @@ pub fn guttman_step(
     row_stress: &mut [f64],
 ) -> f64 {
     let panel = block.max(PANEL);
-    guttman_step_panels(pool, delta, x, next, dims, block, panel, row_stress)
+    guttman_rows(
+        pool,
+        &delta.data,
+        0,
+        delta.n,
+        x,
+        next,
+        dims,
+        block,
+        panel,
+        row_stress,
+    );
+    // Each pair counted twice over the rows; sum in row order for thread independence.
+    row_stress.iter().sum::<f64>() / 2.0
 }
 
-/// [`guttman_step`] with the panel width given.
+/// The Guttman transform and the stress of rows `first..first + rows` of an `n`-point
+/// problem: `delta_rows` holds those rows of δ (row-major, `n` wide), `next` and `row_stress`
+/// receive theirs; `x` is the whole configuration. Each row's sums depend neither on the block
+/// size, the panel width nor on which rows share the call, so a row computed by any rank and
+/// thread is the same bits.
 #[allow(clippy::too_many_arguments)]
-fn guttman_step_panels(
+fn guttman_rows(
     pool: &Pool,
-    delta: &DistMatrix,
+    delta_rows: &[f32],
+    first: usize,
+    n: usize,
     x: &[f64],
     next: &mut [f64],
     dims: usize,
     block: usize,
     panel: usize,
     row_stress: &mut [f64],
-) -> f64 {
-    let n = delta.n;
+) {
+    let drow_of = |i: usize| &delta_rows[(i - first) * n..(i - first + 1) * n];
     let b = block.max(1);
     let inv_n = 1.0 / n as f64;
     // Coordinates by column (structure of arrays) for the vectorised 3-D kernel.
@@ -166,7 +185,8 @@ fn guttman_step_panels(
         row_stress,
         1,
         Schedule::Dynamic(b),
-        |rows, out, rs| {
+        |local, out, rs| {
+            let rows = local.start + first..local.end + first;
             let len = rows.len();
             let mut acc = vec![0.0f64; len * dims];
             let mut st = vec![0.0f64; len];
@@ -176,7 +196,7 @@ fn guttman_step_panels(
             while jb < n {
                 let je = (jb + cb).min(n);
                 for (li, i) in rows.clone().enumerate() {
-                    let drow = &delta.row(i)[jb..je];
+                    let drow = &drow_of(i)[jb..je];
                     let xi = &x[i * dims..(i + 1) * dims];
                     if let Some((xs, ys, zs)) = &soa {
                         // The common case: the vectorised kernel over this column block.
@@ -221,7 +241,7 @@ fn guttman_step_panels(
                 let r = crate::kernel::finish(&lanes[li]);
                 acc[li * 3..li * 3 + 3].copy_from_slice(&r[..3]);
                 // The kernel counted the diagonal's (0 − δ_ii)²; it is not a pair.
-                let dii = f64::from(delta.get(i, i));
+                let dii = f64::from(drow_of(i)[i]);
                 st[li] = r[3] - dii * dii;
             }
             for (o, a) in out.iter_mut().zip(&acc) {
@@ -230,8 +250,6 @@ fn guttman_step_panels(
             rs.copy_from_slice(&st);
         },
     );
-    // Each pair counted twice over the rows; sum in row order for thread independence.
-    row_stress.iter().sum::<f64>() / 2.0
 }
 
 /// Stress σ(X) alone.
@@ -303,6 +321,161 @@ pub fn smacof(
         converged,
         seconds: t0.elapsed().as_secs_f64(),
     }
+}
+
+/// The segments [`smacof_ranks`] uses: two configurations, used alternately, each with every
+/// row's stress after it.
+const CONFIG_SEGS: [tiers_cluster::SegId; 2] = [tiers_cluster::SegId(0), tiers_cluster::SegId(1)];
+
+/// SMACOF on every thread of every rank of `world` ([Qiu2012] §5.1): each rank holds its rows
+/// of δ (`rows`, from [`read_rows`](crate::matrix::read_rows) or
+/// [`pairwise_ranks`](crate::distance::pairwise_ranks)), computes the Guttman transform and the
+/// stress terms of those rows, and writes them into every rank's copy of the next
+/// configuration (an allgather by one-sided writes into two alternating segments, one barrier
+/// per iteration). Every rank sums the stress of all rows in row order, so every pattern of
+/// ranks and threads gives the bits [`smacof`] gives. Every rank returns the whole result.
+/// Collective.
+///
+/// # Errors
+///
+/// [`Error::Invalid`](crate::Error::Invalid) for a cluster-tier failure (a rank that died, a
+/// segment that cannot be made) or options that do not fit.
+pub fn smacof_ranks(
+    world: &tiers_cluster::World,
+    pool: &Pool,
+    rows: &crate::distance::RowBlock,
+    opts: &MdsOptions,
+    mut on_iter: impl FnMut(usize, IterStress),
+) -> crate::Result<MdsResult> {
+    use tiers_cluster::Timeout;
+    let cluster = |e: tiers_cluster::Error| crate::Error::Invalid(format!("MDS across ranks: {e}"));
+    let (n, dims) = (rows.n, opts.dims);
+    opts.validate(n)?;
+    let (rank, size) = (world.rank(), world.size());
+    let first = rows.rows.start;
+    let len = rows.rows.len();
+    // Where every rank's rows start, from the row counts all ranks hold.
+    let mut counts = vec![0u64; size];
+    counts[rank] = len as u64;
+    let mut all = vec![0u64; size];
+    world
+        .allreduce(&counts, &mut all, tiers_cluster::Op::Sum, Timeout::Block)
+        .map_err(cluster)?;
+    let starts: Vec<usize> = all
+        .iter()
+        .scan(0usize, |s, &c| {
+            let at = *s;
+            *s += c as usize;
+            Some(at)
+        })
+        .collect();
+    if all.iter().sum::<u64>() as usize != n || starts[rank] != first {
+        return Err(crate::Error::Invalid(format!(
+            "MDS across ranks: the ranks' rows {all:?} do not tile 0..{n} in rank order"
+        )));
+    }
+    // Σ_{i<j} δ², summed by rows in row order like delta_norm.
+    let mut norms = vec![0.0f64; n];
+    for (k, i) in rows.rows.clone().enumerate() {
+        norms[i] = rows.data[k * n + i + 1..(k + 1) * n]
+            .iter()
+            .map(|&d| f64::from(d) * f64::from(d))
+            .sum();
+    }
+    let mut norms_all = vec![0.0f64; n];
+    world
+        .allreduce(
+            &norms,
+            &mut norms_all,
+            tiers_cluster::Op::Sum,
+            Timeout::Block,
+        )
+        .map_err(cluster)?;
+    let norm = norms_all.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+    // Layout of a configuration segment: n x dims coordinates, then n row stresses.
+    let seg_bytes = (n * dims + n) * 8;
+    let segs = [
+        world.segment(CONFIG_SEGS[0], seg_bytes).map_err(cluster)?,
+        world.segment(CONFIG_SEGS[1], seg_bytes).map_err(cluster)?,
+    ];
+    let bytes = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let floats = |b: &[u8]| -> Vec<f64> {
+        b.chunks_exact(8)
+            .map(|c| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect()
+    };
+    let mut x = random_start(n, dims, opts.seed);
+    let mut next = vec![0.0; len * dims];
+    let mut rs = vec![0.0; len];
+    let mut hist: Vec<IterStress> = Vec::new();
+    let q = world.queue(0).map_err(cluster)?;
+    let t0 = Instant::now();
+    let (mut converged, mut iterations) = (false, 0);
+    let mut buf = vec![0u8; seg_bytes];
+    for k in 0.. {
+        guttman_rows(
+            pool,
+            &rows.data,
+            first,
+            n,
+            &x,
+            &mut next,
+            dims,
+            opts.block,
+            opts.block.max(PANEL),
+            &mut rs,
+        );
+        // This rank's rows of X_{k+1} and of σ's terms into every rank's segment k+1 (mod 2).
+        let seg = &segs[(k + 1) % 2];
+        let id = CONFIG_SEGS[(k + 1) % 2];
+        let (xo, so) = (first * dims * 8, (n * dims + first) * 8);
+        seg.write(xo, &bytes(&next)).map_err(cluster)?;
+        seg.write(so, &bytes(&rs)).map_err(cluster)?;
+        for r in (0..size).filter(|&r| r != rank && len > 0) {
+            q.write(id.at(xo), id.on(r, xo), len * dims * 8)
+                .map_err(cluster)?;
+            q.write(id.at(so), id.on(r, so), len * 8).map_err(cluster)?;
+            if r % 256 == 255 {
+                q.wait(Timeout::Block).map_err(cluster)?;
+            }
+        }
+        q.wait(Timeout::Block).map_err(cluster)?;
+        world.barrier(Timeout::Block).map_err(cluster)?;
+        seg.read(0, &mut buf).map_err(cluster)?;
+        let all = floats(&buf);
+        let raw = all[n * dims..].iter().sum::<f64>() / 2.0;
+        let s = IterStress {
+            raw,
+            normalized: raw / norm,
+        };
+        on_iter(hist.len(), s);
+        let stop = match hist.last() {
+            Some(prev) => prev.raw - raw < opts.threshold * prev.raw || raw == 0.0,
+            None => raw == 0.0,
+        };
+        hist.push(s);
+        if stop {
+            converged = true;
+            break;
+        }
+        if iterations >= opts.max_iter {
+            break;
+        }
+        x.copy_from_slice(&all[..n * dims]);
+        iterations += 1;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    drop(segs);
+    for id in CONFIG_SEGS {
+        world.segment_delete(id, Timeout::Block).map_err(cluster)?;
+    }
+    Ok(MdsResult {
+        points: x,
+        stress: hist,
+        iterations,
+        converged,
+        seconds,
+    })
 }
 
 /// Writes points as `index<TAB>x<TAB>y…` lines (SPIDAL's points format without labels) or, for
@@ -485,6 +658,30 @@ mod tests {
             assert_eq!(r.points, a.points, "{t} threads, block {b}");
             assert_eq!(r.stress, a.stress, "{t} threads, block {b}");
         }
+        // Across ranks, each holding only its rows of δ: the same bits.
+        for (ranks, threads) in [(1, 1), (2, 1), (3, 2), (4, 1)] {
+            let results = tiers_cluster::run_local(ranks, |w| {
+                let rows = crate::distance::owned_rows(n, ranks, w.rank());
+                let block = crate::distance::RowBlock {
+                    n,
+                    data: d.data[rows.start * n..rows.end * n].to_vec(),
+                    rows,
+                };
+                let opts = MdsOptions {
+                    max_iter: 25,
+                    threshold: 0.0,
+                    ..Default::default()
+                };
+                let pool = Pool::builder().threads(threads).build().unwrap();
+                smacof_ranks(w, &pool, &block, &opts, |_, _| {}).unwrap()
+            })
+            .unwrap();
+            for r in results {
+                assert_eq!(r.points, a.points, "{ranks} ranks x {threads} threads");
+                assert_eq!(r.stress, a.stress, "{ranks} ranks x {threads} threads");
+                assert_eq!(r.iterations, a.iterations);
+            }
+        }
         // Narrow panels (columns cut into runs of 8, 13 → 16, 64) give the same bits.
         let pool = Pool::builder().threads(2).build().unwrap();
         let x = random_start(n, 3, 4);
@@ -493,7 +690,8 @@ mod tests {
         let s0 = guttman_step(&pool, &d, &x, &mut want, 3, 64, &mut rs);
         for panel in [8, 13, 64] {
             let mut got = vec![0.0; n * 3];
-            let s = guttman_step_panels(&pool, &d, &x, &mut got, 3, 16, panel, &mut rs);
+            guttman_rows(&pool, &d.data, 0, n, &x, &mut got, 3, 16, panel, &mut rs);
+            let s = rs.iter().sum::<f64>() / 2.0;
             assert_eq!((s, &got), (s0, &want), "panel {panel}");
         }
         // The stress the step reports is σ of its input, counted over pairs once.

@@ -39,7 +39,7 @@ impl Run {
                 self.app, self.threads
             )))
         };
-        if self.threads == 0 || self.nodes == 0 {
+        if self.threads == 0 || self.nodes == 0 || self.threads.checked_mul(self.nodes).is_none() {
             return bad(format!(
                 "threads and nodes must be at least 1 (threads {}, nodes {})",
                 self.threads, self.nodes
@@ -143,15 +143,15 @@ pub fn analyse(runs: &[Run]) -> Vec<Point> {
             .collect();
         let pmin = series
             .iter()
-            .map(|q| q.threads * q.nodes)
+            .map(|q| q.threads.saturating_mul(q.nodes))
             .min()
             .unwrap_or(1);
         let tref = series
             .iter()
-            .filter(|q| q.threads * q.nodes == pmin)
+            .filter(|q| q.threads.saturating_mul(q.nodes) == pmin)
             .map(|q| q.seconds)
             .fold(f64::INFINITY, f64::min);
-        let p = r.threads * r.nodes;
+        let p = r.threads.saturating_mul(r.nodes);
         let speedup = pmin as f64 * tref / r.seconds;
         let efficiency = speedup / p as f64;
         out.push(Point {

@@ -42,6 +42,108 @@ impl DataType {
     }
 }
 
+/// A collective call as the engines compare it across ranks (see
+/// [`Error::CollectiveMismatch`](crate::Error::CollectiveMismatch)). Segment sizes are not part
+/// of it: ranks may register segments of different sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collective {
+    /// [`World::barrier`](crate::World::barrier).
+    Barrier,
+    /// [`World::allreduce`](crate::World::allreduce) of `len` elements.
+    Allreduce {
+        /// Elements.
+        len: usize,
+        /// Element type.
+        ty: DataType,
+        /// Reduction.
+        op: Op,
+    },
+    /// Creating segment `seg` ([`World::segment`](crate::World::segment)).
+    SegmentCreate {
+        /// The segment id.
+        seg: u32,
+    },
+    /// Deleting segment `seg`.
+    SegmentDelete {
+        /// The segment id.
+        seg: u32,
+    },
+    /// A call whose record the engine no longer has (the rank had moved on).
+    Unknown,
+}
+
+impl std::fmt::Display for Collective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Collective::Barrier => write!(f, "barrier"),
+            Collective::Allreduce { len, ty, op } => {
+                write!(f, "allreduce({len} × {ty:?}, {op:?})")
+            }
+            Collective::SegmentCreate { seg } => write!(f, "segment {seg} create"),
+            Collective::SegmentDelete { seg } => write!(f, "segment {seg} delete"),
+            Collective::Unknown => write!(f, "an unknown collective"),
+        }
+    }
+}
+
+const TYPES: [DataType; 6] = [
+    DataType::I32,
+    DataType::U32,
+    DataType::I64,
+    DataType::U64,
+    DataType::F32,
+    DataType::F64,
+];
+const OPS: [Op; 3] = [Op::Min, Op::Max, Op::Sum];
+const LEN_BITS: u32 = 52;
+
+impl Collective {
+    /// The call as one word, never 0: the kind in bits 60–63, then the type (56–59), the
+    /// operation (52–55) and the element count (0–51) of an allreduce, or a segment id.
+    #[inline]
+    pub(crate) fn word(self) -> u64 {
+        match self {
+            Collective::Barrier => 1 << 60,
+            Collective::Allreduce { len, ty, op } => Collective::allreduce_word(len, ty, op),
+            Collective::SegmentCreate { seg } => (3 << 60) | seg as u64,
+            Collective::SegmentDelete { seg } => (4 << 60) | seg as u64,
+            Collective::Unknown => 15 << 60,
+        }
+    }
+
+    /// The word of an allreduce, computed without building the enum (the fast path carries
+    /// words, not enums: an enum assembled field by field on the stack and read back whole
+    /// stalls store forwarding). `TYPES` and `OPS` are in declaration order.
+    #[inline]
+    pub(crate) fn allreduce_word(len: usize, ty: DataType, op: Op) -> u64 {
+        (2 << 60) | ((ty as u64) << 56) | ((op as u64) << 52) | (len as u64 & ((1 << LEN_BITS) - 1))
+    }
+
+    /// The word of a barrier.
+    pub(crate) const BARRIER: u64 = 1 << 60;
+
+    /// The inverse of [`Collective::word`].
+    pub(crate) fn from_word(w: u64) -> Collective {
+        match w >> 60 {
+            1 => Collective::Barrier,
+            2 => Collective::Allreduce {
+                len: (w & ((1 << LEN_BITS) - 1)) as usize,
+                ty: TYPES[((w >> 56) & 15) as usize % TYPES.len()],
+                op: OPS[((w >> 52) & 15) as usize % OPS.len()],
+            },
+            3 => Collective::SegmentCreate { seg: w as u32 },
+            4 => Collective::SegmentDelete { seg: w as u32 },
+            _ => Collective::Unknown,
+        }
+    }
+
+    /// A 32-bit digest of [`Collective::word`] (Fibonacci hashing), for sums of arrivals.
+    #[inline]
+    pub(crate) fn digest(word: u64) -> u64 {
+        word.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -167,7 +269,10 @@ impl crate::World {
     ///
     /// [`Error::LengthMismatch`](crate::Error::LengthMismatch) when `input` and `output` differ in length,
     /// [`Error::Timeout`](crate::Error::Timeout) when not every rank arrived in time (resumable), [`Error::PeerFailed`](crate::Error::PeerFailed)
-    /// when a rank has failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails.
+    /// when a rank has failed, [`Error::Mpi`](crate::Error::Mpi) when MPI fails,
+    /// [`Error::CollectiveMismatch`](crate::Error::CollectiveMismatch) when other ranks called
+    /// another collective or this allreduce with another length, type or operation (or this
+    /// rank has another collective pending after a timeout).
     pub fn allreduce<T: Reducible>(
         &self,
         input: &[T],
@@ -216,5 +321,29 @@ mod tests {
             as_bytes(&[2u64, 8]),
         );
         assert_eq!(c, [9, 8]);
+    }
+}
+
+#[cfg(test)]
+mod call_tests {
+    use super::*;
+
+    #[test]
+    fn call_words_round_trip() {
+        let mut calls = vec![
+            Collective::Barrier,
+            Collective::SegmentCreate { seg: 7 },
+            Collective::SegmentDelete { seg: 0 },
+        ];
+        for ty in TYPES {
+            for op in OPS {
+                calls.push(Collective::Allreduce { len: 3, ty, op });
+            }
+        }
+        for c in &calls {
+            assert_eq!(Collective::from_word(c.word()), *c);
+        }
+        let words: std::collections::HashSet<u64> = calls.iter().map(|c| c.word()).collect();
+        assert_eq!(words.len(), calls.len());
     }
 }

@@ -107,6 +107,13 @@ pub enum Error {
         /// Output length (elements).
         output: usize,
     },
+    /// The ranks called different collectives, or the same one with different arguments (an
+    /// allreduce of other lengths, types or operations, a barrier against a `segment()`), or
+    /// this rank called another collective while one of its own had timed out and was still
+    /// to be resumed (then `rank` is this rank and `theirs` the pending call). Every rank of the
+    /// mismatched call gets this error; the collectives of the world stay usable (the call
+    /// had no effect beyond a segment's creation being undone).
+    CollectiveMismatch(Box<Mismatch>),
     /// The call did not complete within its timeout; calling it again resumes it.
     Timeout,
     /// The rank failed (died, or left the world) and the call needed it.
@@ -190,6 +197,11 @@ impl fmt::Display for Error {
                 f,
                 "input has {input} elements but output has {output}"
             ),
+            Error::CollectiveMismatch(m) => write!(
+                f,
+                "collectives out of step: this rank called {}, rank {} called {}",
+                m.mine, m.rank, m.theirs
+            ),
             Error::Timeout => write!(f, "timed out (the call can be resumed)"),
             Error::PeerFailed(r) => write!(f, "rank {r} has failed"),
             Error::Setup(s) => write!(f, "setup: {s}"),
@@ -221,7 +233,28 @@ impl std::error::Error for Error {
     }
 }
 
+/// What the ranks of a [`Error::CollectiveMismatch`] called.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// What this rank called.
+    pub mine: crate::collective::Collective,
+    /// What `rank` called.
+    pub theirs: crate::collective::Collective,
+    /// A rank that called something else (this rank itself when the mismatch is with its own
+    /// pending call).
+    pub rank: Rank,
+}
+
 impl Error {
+    /// An [`Error::CollectiveMismatch`].
+    pub fn mismatch(
+        mine: crate::collective::Collective,
+        theirs: crate::collective::Collective,
+        rank: Rank,
+    ) -> Error {
+        Error::CollectiveMismatch(Box::new(Mismatch { mine, theirs, rank }))
+    }
+
     /// An [`Error::Io`]: `source` happened while doing `what`.
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Error {
         Error::Io {

@@ -38,7 +38,8 @@ impl World {
     /// [`Error::SegmentExists`] when `id` is registered already, [`Error::Setup`] for a size too
     /// large to map, [`Error::Io`] when its memory cannot be mapped, [`Error::NoSuchSegment`] when
     /// a peer did not register it, [`Error::PeerFailed`] when a rank has failed, [`Error::Mpi`]
-    /// when MPI fails.
+    /// when MPI fails, [`Error::CollectiveMismatch`] when other ranks called another collective
+    /// (or this rank has another one pending after a timeout).
     pub fn segment(&self, id: SegId, size: usize) -> Result<Segment<'_>> {
         self.segment_timeout(id, size, Timeout::Block)
     }
@@ -60,7 +61,7 @@ impl World {
     ///
     /// [`Error::NoSuchSegment`] when `id` is not registered, [`Error::Timeout`] when not every
     /// rank arrived in time (resumable), [`Error::PeerFailed`] when a rank has failed,
-    /// [`Error::Mpi`] when MPI fails.
+    /// [`Error::Mpi`] when MPI fails, [`Error::CollectiveMismatch`] as for [`World::segment`].
     pub fn segment_delete(&self, id: SegId, timeout: Timeout) -> Result<()> {
         self.engine.segment_delete(id.0, timeout)
     }

@@ -172,6 +172,33 @@ pub fn pid_alive(pid: u32) -> bool {
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// The start time of process `pid` (field 22 of `/proc/PID/stat`, clock ticks since boot), or
+/// `None` if there is no such process here. A pid can be reused; a pid with the same start time
+/// is the same process.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    stat_start(&s)
+}
+
+/// Field 22 of a `/proc/PID/stat` line. The command name (field 2) may hold spaces and
+/// parentheses, so the fields are counted from the last `)`.
+fn stat_start(s: &[u8]) -> Option<u64> {
+    let close = s.iter().rposition(|&b| b == b')')?;
+    // After ')': field 3 (state) is the first; field 22 is the twentieth.
+    let f = s[close + 1..]
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(19)?;
+    std::str::from_utf8(f).ok()?.trim().parse().ok()
+}
+
+/// The inode of this process's PID namespace (`/proc/self/ns/pid`): pids mean something only
+/// inside one namespace, and `/dev/shm` may be shared by several.
+pub fn pid_ns() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+}
+
 /// This process's id.
 pub fn getpid() -> u32 {
     std::process::id()
@@ -221,11 +248,21 @@ pub struct Guardian {
 impl Guardian {
     /// Starts the guardian of the process groups `groups` (the ranks' pids: each rank leads
     /// its group).
+    ///
+    /// Before it kills group `g` it checks that the number still names the group it was given:
+    /// while a process group exists, Linux gives its number to no new process, so the group is
+    /// the rank's unless a process `g` now exists with a start time other than the rank's
+    /// (recorded here). Then the group is left alone.
     pub fn start(groups: &[u32]) -> io::Result<Guardian> {
-        let groups: Vec<libc::pid_t> = groups
+        // Everything the guardian needs is prepared before the fork (no allocation after it).
+        let groups: Vec<(libc::pid_t, u64, CString)> = groups
             .iter()
             .filter_map(|&g| libc::pid_t::try_from(g).ok())
             .filter(|&g| g > 0)
+            .filter_map(|g| {
+                let path = CString::new(format!("/proc/{g}/stat")).ok()?;
+                Some((g, start_time(g as u32).unwrap_or(0), path))
+            })
             .collect();
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: fds is a valid array of two ints for pipe2 to fill.
@@ -262,8 +299,10 @@ impl Guardian {
                     break n;
                 };
                 if n <= 0 {
-                    for &g in &groups {
-                        libc::kill(-g, libc::SIGKILL);
+                    for (g, start, path) in &groups {
+                        if group_is_ours(path, *start) {
+                            libc::kill(-*g, libc::SIGKILL);
+                        }
                     }
                 }
                 libc::_exit(0);
@@ -289,6 +328,35 @@ impl Drop for Guardian {
             libc::waitpid(self.pid, std::ptr::null_mut(), 0);
         }
     }
+}
+
+/// Whether process group `g` (whose leader's stat file is `path`, and whose leader started at
+/// `start`, 0 if it had already gone) is still the group it was: true when no process `g`
+/// exists (the group, if any, is still the old one: its number cannot be reused while it
+/// exists) or when process `g` started at `start`. Async-signal-safe: open, read and close on a
+/// stack buffer, no allocation (the guardian runs it in a forked child of a threaded process).
+fn group_is_ours(path: &CString, start: u64) -> bool {
+    let mut buf = [0u8; 1024];
+    // SAFETY: a valid NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return true;
+    }
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: reads into the unused tail of our stack buffer.
+        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    if len == 0 {
+        return true; // the process ended between open and read
+    }
+    start != 0 && stat_start(&buf[..len]) == Some(start)
 }
 
 static TERM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -354,5 +422,37 @@ pub fn signal_name(sig: i32) -> &'static str {
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGTERM => "SIGTERM",
         _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        let line = b"42 (a b) c)) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        assert_eq!(stat_start(line), Some(987654));
+        assert_eq!(stat_start(b"garbage"), None);
+        let me = getpid();
+        assert!(start_time(me).is_some());
+        assert_eq!(start_time(me), start_time(me));
+    }
+
+    #[test]
+    fn a_group_whose_number_names_another_process_is_not_ours() {
+        let me = getpid();
+        let path = CString::new(format!("/proc/{me}/stat")).unwrap();
+        let start = start_time(me).unwrap();
+        assert!(group_is_ours(&path, start));
+        // The same number, but a process that started at another time: a reused number.
+        assert!(!group_is_ours(&path, start + 1));
+        assert!(!group_is_ours(&path, 0));
+        // No such process: the group, if it still exists, is the old one.
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let path = CString::new(format!("/proc/{dead}/stat")).unwrap();
+        assert!(group_is_ours(&path, 12345));
     }
 }

@@ -225,7 +225,9 @@ impl World {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] when not every rank arrived in time (resumable),
+    /// [`Error::CollectiveMismatch`] when other ranks called another collective or this rank
+    /// has another one pending after a timeout, [`Error::Timeout`] when not every rank arrived
+    /// in time (resumable),
     /// [`Error::PeerFailed`] when a rank has failed or left, [`Error::Mpi`] when MPI fails.
     pub fn barrier(&self, timeout: Timeout) -> Result<()> {
         self.engine.barrier(timeout)

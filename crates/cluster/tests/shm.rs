@@ -209,6 +209,38 @@ fn stale_objects_of_dead_launchers_are_swept() {
         .any(|o| o.starts_with(&format!("tiers-{job}-"))));
 }
 
+#[test]
+fn a_job_whose_launcher_pid_was_reused_is_swept_and_a_live_one_kept() {
+    // A job named after a live process that is not its launcher (the launcher's pid reused):
+    // the control block records the start time of its creator (this test), not the sleeper's.
+    // Start times count clock ticks (10 ms): let this process's tick pass first.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let reused = format!("{}x2e05ed", sleeper.id());
+    std::mem::forget(engine::JobControl::create(&reused, 2).unwrap());
+    // A job of this very process: alive, same start time, kept.
+    let live = format!("{}x11fe", std::process::id());
+    let keep = engine::JobControl::create(&live, 2).unwrap();
+    engine::sweep_stale();
+    let objs = engine::list();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        !objs
+            .iter()
+            .any(|o| o.starts_with(&format!("tiers-{reused}-"))),
+        "{objs:?}"
+    );
+    assert!(
+        objs.iter().any(|o| o == &format!("tiers-{live}-ctl")),
+        "{objs:?}"
+    );
+    drop(keep);
+}
+
 fn zombie_or_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,

@@ -559,3 +559,194 @@ fn matrices_that_are_not_distances_are_refused() {
         assert!(e.contains(want), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn distances_across_ranks_are_the_same_bytes() {
+    let dir = Dir::new("dist-ranks");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "90", "--out", &fa]);
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    for (metric, ext) in [("kmer", "bin"), ("swg:native", "npy"), ("hamming", "bin")] {
+        let one = dir.path(&format!("one-{ext}.{ext}"));
+        let (ok1, _, err) = tiers(&[
+            "distances",
+            &fa,
+            "--metric",
+            metric,
+            "--out",
+            &one,
+            "--quiet",
+        ]);
+        if metric == "hamming" {
+            // Alu copies differ in length: refused the same way on every pattern.
+            assert!(!ok1 && err.contains("equal-length"), "{err}");
+            let e = fail(&[
+                "run",
+                "-n",
+                "2",
+                "--",
+                exe,
+                "distances",
+                &fa,
+                "--metric",
+                metric,
+                "--out",
+                &dir.path("h.bin"),
+                "--quiet",
+            ]);
+            assert!(e.contains("equal-length"), "{e}");
+            continue;
+        }
+        assert!(ok1, "{err}");
+        let want = std::fs::read(&one).unwrap();
+        for (engine, n, threads) in [("shm", "2", "1"), ("shm", "3", "1"), ("local", "2", "2")] {
+            let out = dir.path(&format!("{engine}-{n}-{threads}.{ext}"));
+            let (_, err) = ok(&[
+                "run",
+                "-n",
+                n,
+                "--engine",
+                engine,
+                "--no-pin",
+                "--",
+                exe,
+                "distances",
+                &fa,
+                "--metric",
+                metric,
+                "--threads",
+                threads,
+                "--out",
+                &out,
+                "--quiet",
+            ]);
+            assert_eq!(err.matches("wrote").count(), 1, "{err}");
+            assert!(
+                std::fs::read(&out).unwrap() == want,
+                "{metric} {engine} -n {n} x {threads}"
+            );
+        }
+        // No temporary file is left beside the output.
+        let left: Vec<String> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+#[test]
+fn mds_across_ranks_gives_the_same_points() {
+    let dir = Dir::new("mds-ranks");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "120", "--out", &fa]);
+    let d = dir.path("d.npy");
+    ok(&["distances", &fa, "--metric", "kmer", "--out", &d, "--quiet"]);
+    let one = dir.path("one.csv");
+    ok(&["mds", &d, "--out", &one, "--max-iter", "40", "--quiet"]);
+    let want = std::fs::read(&one).unwrap();
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    for (engine, n, threads) in [("shm", "2", "1"), ("shm", "3", "1"), ("local", "2", "2")] {
+        let out = dir.path(&format!("{engine}-{n}-{threads}.csv"));
+        let plot = dir.path(&format!("{engine}-{n}-{threads}.svg"));
+        let (_, err) = ok(&[
+            "run",
+            "-n",
+            n,
+            "--engine",
+            engine,
+            "--no-pin",
+            "--",
+            exe,
+            "mds",
+            &d,
+            "--out",
+            &out,
+            "--plot",
+            &plot,
+            "--max-iter",
+            "40",
+            "--threads",
+            threads,
+            "--quiet",
+        ]);
+        assert!(err.contains(&format!("{n} ranks")), "{err}");
+        assert!(
+            std::fs::read(&out).unwrap() == want,
+            "{engine} -n {n} x {threads}"
+        );
+        assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+    }
+    // Clustering across ranks (each rank holds its rows of δ; the products are gathered):
+    // the same labels, both procedures.
+    for spidal in [false, true] {
+        let mut args = vec!["--max-clusters", "4", "--quiet"];
+        if spidal {
+            args.extend(["--spidal", "--min-cluster-size", "5"]);
+        }
+        let one = dir.path(&format!("c1-{spidal}.txt"));
+        let mut a1 = vec!["cluster", d.as_str(), "--out", one.as_str()];
+        a1.extend(args.iter().copied());
+        ok(&a1);
+        for (engine, n) in [("shm", "2"), ("local", "3")] {
+            let outp = dir.path(&format!("c-{engine}-{n}-{spidal}.txt"));
+            let mut ar = vec![
+                "run",
+                "-n",
+                n,
+                "--engine",
+                engine,
+                "--no-pin",
+                "--",
+                exe,
+                "cluster",
+                d.as_str(),
+                "--out",
+                outp.as_str(),
+            ];
+            ar.extend(args.iter().copied());
+            ok(&ar);
+            assert_eq!(
+                std::fs::read(&outp).unwrap(),
+                std::fs::read(&one).unwrap(),
+                "{engine} -n {n}, spidal {spidal}"
+            );
+        }
+    }
+    // The pipeline runs on one rank and says so instead of racing on its outputs.
+    let e = fail(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        exe,
+        "pipeline",
+        "--out",
+        &dir.path("pipe"),
+    ]);
+    assert!(e.contains("runs on one rank's threads"), "{e}");
+}
+
+#[test]
+fn a_rank_killed_mid_run_leaves_no_output() {
+    let dir = Dir::new("killed");
+    let fa = dir.path("s.fa");
+    ok(&["data", "alu", "--n", "4000", "--out", &fa]);
+    let out = dir.path("d.bin");
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let script = format!(
+        "if [ $TIERS_RANK = 1 ]; then (sleep 0.2; kill -9 $$) & fi; \\
+         exec {exe} distances {fa} --metric kmer --out {out} --quiet"
+    );
+    let e = fail(&[
+        "run", "-n", "2", "--grace", "0.5", "--", "sh", "-c", &script,
+    ]);
+    assert!(e.contains("rank 1") && e.contains("SIGKILL"), "{e}");
+    let left: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "s.fa" && n != "s.fa.labels.txt")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

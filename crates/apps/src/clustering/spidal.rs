@@ -53,8 +53,7 @@
 //! clustering, intermediate convergence, jiggling, the split list of its other eigenvalue
 //! methods) are not reproduced: its fungi configuration uses none of them.
 
-use super::{delta_times, ClusterOptions, ClusterResult, Event};
-use crate::matrix::DistMatrix;
+use super::{ClusterOptions, ClusterResult, Delta, Event};
 use crate::rows::par_rows;
 use std::time::Instant;
 use tiers_node::{Pool, Schedule};
@@ -98,8 +97,15 @@ impl State {
 
     /// One EM iteration at temperature `t`: M from ε (uniform when `uniform`), with cluster
     /// `dup` counted twice in the normalisation, then C, B, A and the new ε.
-    fn em(&mut self, pool: &Pool, delta: &DistMatrix, t: f64, dup: Option<usize>, uniform: bool) {
-        let (n, k) = (delta.n, self.k);
+    fn em<D: Delta + ?Sized>(
+        &mut self,
+        pool: &Pool,
+        delta: &D,
+        t: f64,
+        dup: Option<usize>,
+        uniform: bool,
+    ) {
+        let (n, k) = (delta.n(), self.k);
         let eps = &self.eps;
         par_rows(pool, &mut self.m, k, Schedule::Static, |rows, block| {
             for (i, mrow) in rows.zip(block.chunks_mut(k)) {
@@ -135,7 +141,7 @@ impl State {
             }
         }
         self.b.resize(n * k, 0.0);
-        delta_times(pool, delta, &self.m, k, &mut self.b);
+        delta.times(pool, &self.m, k, &mut self.b);
         let c = &self.c;
         par_rows(pool, &mut self.b, k, Schedule::Static, |_, block| {
             for row in block.chunks_mut(k) {
@@ -176,10 +182,10 @@ impl State {
     /// y = H x for cluster `cl` with memberships and size scaled by `fudge` (½ duplicates the
     /// single cluster by halving).
     #[allow(clippy::too_many_arguments)]
-    fn hessian(
+    fn hessian<D: Delta + ?Sized>(
         &self,
         pool: &Pool,
-        delta: &DistMatrix,
+        delta: &D,
         cl: usize,
         fudge: f64,
         t: f64,
@@ -187,7 +193,7 @@ impl State {
         y: &mut [f64],
         work: &mut [f64],
     ) {
-        let (n, k) = (delta.n, self.k);
+        let (n, k) = (delta.n(), self.k);
         let mc = |i: usize| fudge * self.m[i * k + cl];
         let cc = fudge * self.c[cl];
         let mut s1 = 0.0;
@@ -198,7 +204,7 @@ impl State {
             s1 += v;
             s2 += self.b[i * k + cl] * v;
         }
-        delta_times(pool, delta, work, 1, y);
+        delta.times(pool, work, 1, y);
         let a2 = 2.0 * self.a[cl];
         for i in 0..n {
             let m = mc(i);
@@ -246,16 +252,16 @@ impl State {
 
     /// λ₀ and λ_min of H for cluster `cl`, and λ_min's eigenvector; `None` when SPIDAL would not
     /// consider the cluster.
-    fn eigen_test(
+    fn eigen_test<D: Delta + ?Sized>(
         &self,
         pool: &Pool,
-        delta: &DistMatrix,
+        delta: &D,
         cl: usize,
         t: f64,
         start: &[f64],
         opts: &ClusterOptions,
     ) -> Option<(f64, f64, Vec<f64>)> {
-        let n = delta.n;
+        let n = delta.n();
         let single = self.k == 1;
         let fudge = if single { 0.5 } else { 1.0 };
         let mut work = vec![0.0; n];
@@ -341,20 +347,16 @@ impl State {
 }
 
 /// Runs SPIDAL's DA-PWC procedure (see the module documentation).
-pub(super) fn run(
+pub(super) fn run<D: Delta + ?Sized>(
     pool: &Pool,
-    delta: &DistMatrix,
+    delta: &D,
     opts: &ClusterOptions,
     on_event: &mut dyn FnMut(&Event),
 ) -> ClusterResult {
-    let n = delta.n;
+    let n = delta.n();
     let t0 = Instant::now();
     // T₀ = twice the mean distance between distinct points.
-    let mut sum = 0.0;
-    for i in 0..n {
-        let row = delta.row(i);
-        sum += row.iter().map(|&d| f64::from(d)).sum::<f64>() - f64::from(row[i]);
-    }
+    let sum: f64 = delta.row_sums().iter().sum::<f64>();
     let pairs = (n * n.saturating_sub(1)).max(1) as f64;
     let t_initial = (2.0 * sum / pairs).max(1e-12);
     let t_min = t_initial / 1e5;
@@ -554,16 +556,16 @@ enum Test {
 
 /// SPIDAL's split test at temperature `t` (see the module documentation). Leaves `s.eps` where
 /// SPIDAL leaves it and `s.m`, `s.c` from the last EM iteration run.
-fn split_test(
+fn split_test<D: Delta + ?Sized>(
     pool: &Pool,
-    delta: &DistMatrix,
+    delta: &D,
     s: &mut State,
     t: f64,
     start: &[f64],
     opts: &ClusterOptions,
     em_total: &mut usize,
 ) -> Test {
-    let n = delta.n;
+    let n = delta.n();
     let k = s.k;
     let mut chosen: Option<(usize, f64, f64, Vec<f64>)> = None;
     if k == 1 {

@@ -28,12 +28,40 @@ pub struct Line {
     pub waiters: AtomicU32,
 }
 
+/// One 64-bit counter alone on its cache line.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct Line64 {
+    pub v: AtomicU64,
+}
+
+/// Bits of `Header.barrier_count` that count arrivals; the bits above sum the arrivals'
+/// [`Collective::digest`](crate::collective::Collective::digest)s (32 bits each, so no carry
+/// out of 64 bits below 2^16 ranks).
+pub const COUNT_BITS: u32 = 16;
+
+/// A rank's record of the collectives it entered through the barrier (`mem.rs`): `seq`, the
+/// index of the last one, and `call[seq % 2]`, its [`Collective::word`](crate::collective::Collective::word).
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct Calls {
+    pub seq: AtomicU64,
+    pub call: [AtomicU64; 2],
+}
+
 #[repr(C)]
 pub struct Header {
     pub magic: AtomicU64,
     pub size: AtomicU32,
     pub launcher_pid: AtomicU32,
-    pub barrier_count: Line,
+    /// The launcher's start time (`sys::start_time`) and PID namespace (`sys::pid_ns`), 0 when
+    /// unknown: a pid alone names another process once it is reused or seen from another
+    /// namespace sharing `/dev/shm` (`shm::sweep_stale`).
+    pub launcher_start: AtomicU64,
+    pub pid_ns: AtomicU64,
+    /// Arrivals at the barrier (low [`COUNT_BITS`]) and the sum of their call digests.
+    pub barrier_count: Line64,
+    /// Moves by 1 when a barrier completes, by 2 when its arrivals disagreed.
     pub barrier_gen: Line,
     /// Bumped (only when someone sleeps) after a rank published a small allreduce's input.
     pub fast_bell: Line,
@@ -64,8 +92,9 @@ pub struct Mailbox {
 /// cache-line transfer. Two per rank, used alternately.
 #[repr(C, align(64))]
 pub struct FastSlot {
-    pub seq: AtomicU32,
-    pub len: AtomicU32,
+    /// The allreduce's flag (low 32 bits) and its call (`mem::fast_sig`, high 32 bits): one
+    /// word, so that a reader's one comparison checks both.
+    pub tag: AtomicU64,
     pub data: UnsafeCell<[u8; FAST_REDUCE_MAX]>,
 }
 
@@ -80,6 +109,7 @@ pub struct RankCtl {
     pub mailbox: Mailbox,
     pub reduce: [UnsafeCell<[u8; REDUCE_CHUNK]>; 2],
     pub fast: [FastSlot; 2],
+    pub calls: Calls,
 }
 
 /// The notification area at the start of every segment mapping.
@@ -88,6 +118,10 @@ pub struct SegHeader {
     /// Bumped per notification; `notify_waitsome` sleeps on it.
     pub seq: Line,
     pub notif: [AtomicU32; NOTIFICATIONS],
+    /// The job's `Header.launcher_start` and `pid_ns`, copied at creation (for `sweep_stale`,
+    /// which sees segments whose control block is gone).
+    pub owner_start: AtomicU64,
+    pub owner_ns: AtomicU64,
 }
 
 /// A view of a control block at a fixed address.
@@ -128,6 +162,14 @@ impl Ctl {
         c.header()
             .launcher_pid
             .store(launcher_pid, std::sync::atomic::Ordering::Relaxed);
+        c.header().launcher_start.store(
+            crate::sys::start_time(launcher_pid).unwrap_or(0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        c.header().pid_ns.store(
+            crate::sys::pid_ns().unwrap_or(0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         c.header()
             .magic
             .store(MAGIC, std::sync::atomic::Ordering::Release);

@@ -7,7 +7,7 @@
 
 use super::ctl::{self, Ctl, Line, SegHeader, SEG_HEADER};
 use super::{Engine, KeepAlive, Transfer};
-use crate::collective::{fold_in_order, DataType, Op};
+use crate::collective::{fold_in_order, Collective, DataType, Op};
 use crate::config::{
     self, FAST_REDUCE_MAX, FAST_REDUCE_RANKS, HEALTH_SLICE, MAX_SEGMENTS, NOTIFICATIONS,
     PASSIVE_MAX, PASSIVE_SLOTS, REDUCE_CHUNK,
@@ -89,6 +89,35 @@ struct Coll {
     fast_seq: u64,
     /// A small allreduce whose input is published and whose wait timed out.
     fast_pending: bool,
+    /// Collectives this rank entered (the index of `RankCtl.calls`).
+    calls: u64,
+    /// The call that did not complete (timed out, or a peer failed): only it may be called
+    /// next, to resume it.
+    pending: Option<u64>,
+    /// A small allreduce that found another rank in a barrier-based call of the same index,
+    /// withdrew its input and arrived at that barrier (so that it completes, as a mismatch);
+    /// the wait for it is what remains.
+    joined: bool,
+}
+
+impl Coll {
+    fn busy(&self) -> bool {
+        self.barrier_pending.is_some()
+            || self.reduce_next.is_some()
+            || self.fast_pending
+            || self.joined
+    }
+}
+
+/// The 32-bit form of a small allreduce's [`Collective::word`] that its `FastSlot` carries:
+/// kind, type and operation (bits 52–63) above the element count (at most 14).
+#[inline]
+fn fast_sig(w: u64) -> u32 {
+    ((w >> 52) as u32) << 16 | (w & 0xffff) as u32
+}
+
+fn from_fast_sig(f: u32) -> Collective {
+    Collective::from_word(((f >> 16) as u64) << 52 | (f & 0xffff) as u64)
 }
 
 pub(crate) struct MemEngine<B: Backing> {
@@ -111,7 +140,11 @@ pub(crate) struct MemEngine<B: Backing> {
 }
 
 fn ring(l: &Line) {
-    l.v.fetch_add(1, Ordering::SeqCst);
+    ring_by(l, 1);
+}
+
+fn ring_by(l: &Line, n: u32) {
+    l.v.fetch_add(n, Ordering::SeqCst);
     if l.waiters.load(Ordering::SeqCst) != 0 {
         sys::futex_wake_all(&l.v);
     }
@@ -217,7 +250,7 @@ impl<B: Backing> MemEngine<B> {
         word: &Line,
         deadline: Deadline,
         mut ready: impl FnMut() -> bool,
-        gone: impl Fn() -> Option<Rank>,
+        gone: impl Fn() -> Option<Error>,
     ) -> Result<()> {
         if ready() {
             return Ok(());
@@ -239,15 +272,12 @@ impl<B: Backing> MemEngine<B> {
             if ready() {
                 return Ok(());
             }
-            if let Some(r) = gone() {
-                return Err(Error::PeerFailed(r));
+            if let Some(e) = gone() {
+                return Err(e);
             }
             let Some(slice) = pace.nap(deadline) else {
                 self.probe();
-                return match gone() {
-                    Some(r) => Err(Error::PeerFailed(r)),
-                    None => Err(Error::Timeout),
-                };
+                return Err(gone().unwrap_or(Error::Timeout));
             };
             word.waiters.fetch_add(1, Ordering::SeqCst);
             if ready() {
@@ -331,16 +361,72 @@ impl<B: Backing> MemEngine<B> {
         Ok(unsafe { &*(p as *const AtomicU64) })
     }
 
-    fn barrier_locked(&self, c: &mut Coll, timeout: Timeout) -> Result<()> {
+    /// Whether `call` may start (`Ok(false)`) or resumes the call that did not complete
+    /// (`Ok(true)`); another call while one is pending is a mismatch with this rank itself.
+    #[inline]
+    fn check(&self, c: &Coll, call: u64) -> Result<bool> {
+        match c.pending {
+            None => Ok(false),
+            Some(p) if p == call => Ok(true),
+            Some(p) => Err(Error::mismatch(
+                Collective::from_word(call),
+                Collective::from_word(p),
+                self.rank,
+            )),
+        }
+    }
+
+    /// Records that this rank entered the barrier-based collective `call` (its index is
+    /// `c.calls`), for peers that look for what it called.
+    fn announce(&self, c: &Coll, call: u64) {
+        let me = &self.ctl.rank(self.rank).calls;
+        me.call[(c.calls % 2) as usize].store(call, Ordering::Relaxed);
+        me.seq.store(c.calls, Ordering::Release);
+    }
+
+    /// The mismatch error of call `c.calls`, naming a rank that announced another call.
+    #[cold]
+    fn mismatch(&self, c: &Coll, call: u64) -> Error {
+        let mine = Collective::from_word(call);
+        let k = c.calls;
+        for r in (0..self.size).filter(|&r| r != self.rank) {
+            let rc = &self.ctl.rank(r).calls;
+            let s = rc.seq.load(Ordering::Acquire);
+            // Slot k % 2 is rewritten only at call k + 2, which needs this rank.
+            if s == k || s == k + 1 {
+                let w = rc.call[(k % 2) as usize].load(Ordering::Relaxed);
+                if w != 0 && w != call {
+                    return Error::mismatch(mine, Collective::from_word(w), r);
+                }
+            }
+        }
+        Error::mismatch(mine, Collective::Unknown, (self.rank + 1) % self.size)
+    }
+
+    /// Arrives at the barrier for `call` (or resumes the wait of an arrival that timed out).
+    /// Every arrival adds 1 and its call's digest to `barrier_count`; the last arriver checks
+    /// that the digests sum to `size` times its own and moves the generation by 2 instead of 1
+    /// when they do not, so that every rank of the barrier learns of the mismatch.
+    fn arrive(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
         let h = self.ctl.header();
         let g = match c.barrier_pending.take() {
             Some(g) => g,
             None => {
                 let g = h.barrier_gen.v.load(Ordering::Acquire);
-                if h.barrier_count.v.fetch_add(1, Ordering::AcqRel) + 1 == self.size as u32 {
+                let d = Collective::digest(call);
+                let prev = h
+                    .barrier_count
+                    .v
+                    .fetch_add(1 | d << ctl::COUNT_BITS, Ordering::AcqRel);
+                if (prev & ((1 << ctl::COUNT_BITS) - 1)) + 1 == self.size as u64 {
                     h.barrier_count.v.store(0, Ordering::Relaxed);
-                    ring(&h.barrier_gen);
-                    return Ok(());
+                    let agree = (prev >> ctl::COUNT_BITS) + d == d * self.size as u64;
+                    ring_by(&h.barrier_gen, if agree { 1 } else { 2 });
+                    return if agree {
+                        Ok(())
+                    } else {
+                        Err(self.mismatch(c, call))
+                    };
                 }
                 g
             }
@@ -349,10 +435,29 @@ impl<B: Backing> MemEngine<B> {
             &h.barrier_gen,
             timeout.deadline(),
             || h.barrier_gen.v.load(Ordering::Acquire) != g,
-            || self.gone(true),
+            || self.gone(true).map(Error::PeerFailed),
         );
-        if r.is_err() {
+        if let Err(e) = r {
             c.barrier_pending = Some(g);
+            return Err(e);
+        }
+        if h.barrier_gen.v.load(Ordering::Acquire).wrapping_sub(g) == 2 {
+            return Err(self.mismatch(c, call));
+        }
+        Ok(())
+    }
+
+    /// The barrier-based collective `call`: the pending check, the announcement, the arrival.
+    fn barrier_as(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
+        if !self.check(c, call)? {
+            c.calls += 1;
+            self.announce(c, call);
+        }
+        let r = self.arrive(c, call, timeout);
+        if c.busy() {
+            c.pending = Some(call);
+        } else if c.pending.is_some() {
+            c.pending = None;
         }
         r
     }
@@ -368,24 +473,31 @@ impl<B: Backing> MemEngine<B> {
     /// allreduce `s` only after finishing `s − 1`, which needed every rank's input to `s − 1`,
     /// which each rank publishes only after finishing `s − 2`, that is after reading line
     /// `s % 2` of its previous use. So no line is overwritten while someone may still read it.
+    #[allow(clippy::too_many_arguments)]
     fn allreduce_line(
         &self,
         c: &mut Coll,
+        call: u64,
         input: &[u8],
         output: &mut [u8],
         ty: DataType,
         op: Op,
         timeout: Timeout,
     ) -> Result<()> {
+        if c.joined {
+            return self.rejoin(c, call, timeout);
+        }
         let h = self.ctl.header();
         // The flag of allreduce s: never 0 (the zeroed lines' value), and distinct for the two
         // allreduces that may be in flight on one line's alternation.
         let flag = |s: u64| (s & 0x7fff_ffff) as u32 | 0x8000_0000;
+        let sig = fast_sig(call);
+        let tag = |s: u64| flag(s) as u64 | (sig as u64) << 32;
         if !c.fast_pending {
             c.fast_seq += 1;
             let line = &self.ctl.rank(self.rank).fast[(c.fast_seq % 2) as usize];
             // SAFETY: this rank's own line; no reader looks at its data before the store of
-            // `seq` below (Release), and no reader of its previous use is left (see above).
+            // `tag` below (Release), and no reader of its previous use is left (see above).
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     input.as_ptr(),
@@ -395,20 +507,19 @@ impl<B: Backing> MemEngine<B> {
             };
             // SeqCst pairs with the sleeper's waiter count: either it sees the sequence number
             // or we see it waiting and ring.
-            line.seq.store(flag(c.fast_seq), Ordering::SeqCst);
+            line.tag.store(tag(c.fast_seq), Ordering::SeqCst);
             if h.fast_bell.waiters.load(Ordering::SeqCst) != 0 {
                 ring(&h.fast_bell);
             }
         }
-        let (seq, parity) = (flag(c.fast_seq), (c.fast_seq % 2) as usize);
+        let (want, parity) = (tag(c.fast_seq), (c.fast_seq % 2) as usize);
+        // The flag and the call in one comparison: the fast path checks the call for free.
         let all_in = || {
-            (0..self.size).all(|r| self.ctl.rank(r).fast[parity].seq.load(Ordering::Acquire) == seq)
+            (0..self.size)
+                .all(|r| self.ctl.rank(r).fast[parity].tag.load(Ordering::Acquire) == want)
         };
-        if let Err(e) =
-            self.wait_until(&h.fast_bell, timeout.deadline(), all_in, || self.gone(true))
-        {
-            c.fast_pending = true;
-            return Err(e);
+        if !all_in() {
+            self.fast_wait(c, call, want, parity, timeout)?;
         }
         c.fast_pending = false;
         let lines = (0..self.size).map(|r| {
@@ -419,6 +530,103 @@ impl<B: Backing> MemEngine<B> {
         });
         fold_in_order(ty, op, output, lines);
         Ok(())
+    }
+
+    /// The slow part of `allreduce_line` (kept out of line so that the fast path stays small):
+    /// waits until every rank's line shows `want`, or finds why it never will.
+    #[inline(never)]
+    fn fast_wait(
+        &self,
+        c: &mut Coll,
+        call: u64,
+        want: u64,
+        parity: usize,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let h = self.ctl.header();
+        let all_in = || {
+            (0..self.size)
+                .all(|r| self.ctl.rank(r).fast[parity].tag.load(Ordering::Acquire) == want)
+        };
+        // Checked only once the wait has gone to sleep: every flag in but some call differs
+        // (every rank sees the same lines, so every rank reports it, and every rank used the
+        // same number: the next small allreduce is in step) ...
+        let line_mismatch = || {
+            let mut other = None;
+            for r in 0..self.size {
+                let w = self.ctl.rank(r).fast[parity].tag.load(Ordering::Acquire);
+                if w as u32 != want as u32 {
+                    return None;
+                }
+                if w != want && other.is_none() {
+                    other = Some((r, (w >> 32) as u32));
+                }
+            }
+            other.map(|(r, f)| Error::mismatch(Collective::from_word(call), from_fast_sig(f), r))
+        };
+        // ... or a rank announced this call's index: it is in a barrier-based collective
+        // (small allreduces announce nothing), so this one can never complete.
+        let k = c.calls;
+        let joining = std::cell::Cell::new(false);
+        let in_barrier = || {
+            let r = (0..self.size).find(|&r| {
+                r != self.rank && self.ctl.rank(r).calls.seq.load(Ordering::Acquire) == k
+            })?;
+            joining.set(true);
+            Some(Error::mismatch(
+                Collective::from_word(call),
+                Collective::Unknown,
+                r,
+            ))
+        };
+        let r = self.wait_until(&h.fast_bell, timeout.deadline(), all_in, || {
+            self.gone(true)
+                .map(Error::PeerFailed)
+                .or_else(line_mismatch)
+                .or_else(in_barrier)
+        });
+        match r {
+            Ok(()) => {}
+            Err(_) if joining.get() => {
+                // Withdraw the input (the next small allreduce reuses this number and line:
+                // nobody may see this flag then), and complete the others' barrier as a
+                // mismatch.
+                let line = &self.ctl.rank(self.rank).fast[parity];
+                line.tag.store(0, Ordering::SeqCst);
+                c.fast_seq -= 1;
+                c.fast_pending = false;
+                self.announce(c, call);
+                c.joined = true;
+                return self.rejoin(c, call, timeout);
+            }
+            Err(e @ Error::CollectiveMismatch(_)) => {
+                c.fast_pending = false;
+                return Err(e);
+            }
+            Err(e) => {
+                c.fast_pending = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The arrival of a small allreduce at the barrier of a mismatched call (see
+    /// `allreduce_line`), or the resumption of its wait.
+    #[cold]
+    fn rejoin(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
+        match self.arrive(c, call, timeout) {
+            Err(e @ (Error::Timeout | Error::PeerFailed(_))) => Err(e),
+            // Digests that happened to sum right: the call is a mismatch all the same.
+            Ok(()) => {
+                c.joined = false;
+                Err(self.mismatch(c, call))
+            }
+            Err(e) => {
+                c.joined = false;
+                Err(e)
+            }
+        }
     }
 
     /// Takes a mailbox lock (the word holds the owner's rank + 1). It is held for one copy, so
@@ -493,6 +701,9 @@ impl<B: Backing> Engine for MemEngine<B> {
                 max: MAX_SEGMENTS,
             });
         }
+        let call = Collective::SegmentCreate { seg }.word();
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        self.check(&c, call)?;
         let mine = {
             let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
             match &s[seg as usize] {
@@ -506,6 +717,13 @@ impl<B: Backing> Engine for MemEngine<B> {
                     let m = self.b.create_segment(seg, self.rank, len).map_err(|e| {
                         Error::io(format!("creating segment {seg} ({size} bytes)"), e)
                     })?;
+                    // SAFETY: the fresh mapping starts with a zeroed SegHeader.
+                    let sh = unsafe { &*(m.ptr() as *const SegHeader) };
+                    let h = self.ctl.header();
+                    sh.owner_start
+                        .store(h.launcher_start.load(Ordering::Relaxed), Ordering::Relaxed);
+                    sh.owner_ns
+                        .store(h.pid_ns.load(Ordering::Relaxed), Ordering::Relaxed);
                     self.ctl.rank(self.rank).seg_size[seg as usize]
                         .store(size as u64 + 1, Ordering::Release);
                     s[seg as usize] = SegSlot::Pending(m.clone(), size);
@@ -513,7 +731,19 @@ impl<B: Backing> Engine for MemEngine<B> {
                 }
             }
         };
-        self.barrier(timeout)?;
+        match self.barrier_as(&mut c, call, timeout) {
+            Ok(()) => {}
+            Err(e @ Error::CollectiveMismatch(_)) => {
+                // The others called something else: undo the creation.
+                let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+                self.ctl.rank(self.rank).seg_size[seg as usize].store(0, Ordering::Release);
+                s[seg as usize] = SegSlot::Empty;
+                self.b.remove_segment(seg, self.rank);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        drop(c);
         let mut maps = Vec::with_capacity(self.size);
         let mut sizes = Vec::with_capacity(self.size);
         for r in 0..self.size {
@@ -550,7 +780,10 @@ impl<B: Backing> Engine for MemEngine<B> {
             self.table(&s, seg, self.rank)?;
         }
         // Everyone is done with the segment before anyone frees it.
-        self.barrier(timeout)?;
+        {
+            let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+            self.barrier_as(&mut c, Collective::SegmentDelete { seg }.word(), timeout)?;
+        }
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
         self.ctl.rank(self.rank).seg_size[seg as usize].store(0, Ordering::Release);
         self.ready[seg as usize].store(std::ptr::null_mut(), Ordering::Release);
@@ -623,7 +856,7 @@ impl<B: Backing> Engine for MemEngine<B> {
                 found = (first..end).find(|&i| h.notif[i].load(Ordering::Acquire) != 0);
                 found.is_some()
             },
-            || self.gone(false),
+            || self.gone(false).map(Error::PeerFailed),
         )?;
         Ok(found.expect("ready means found"))
     }
@@ -662,7 +895,7 @@ impl<B: Backing> Engine for MemEngine<B> {
 
     fn barrier(&self, timeout: Timeout) -> Result<()> {
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-        self.barrier_locked(&mut c, timeout)
+        self.barrier_as(&mut c, Collective::BARRIER, timeout)
     }
 
     fn allreduce(
@@ -676,10 +909,25 @@ impl<B: Backing> Engine for MemEngine<B> {
         let es = ty.size();
         let per = REDUCE_CHUNK / es * es;
         let chunks = input.len().div_ceil(per);
+        // Element sizes are powers of two: a shift, not a division, on the fast path.
+        let call = Collective::allreduce_word(input.len() >> es.trailing_zeros(), ty, op);
         let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        let resume = self.check(&c, call)?;
+        if !resume {
+            c.calls += 1;
+        }
         // The same choice at every rank: it depends on the length and the world only.
         if input.len() <= FAST_REDUCE_MAX && self.size <= FAST_REDUCE_RANKS {
-            return self.allreduce_line(&mut c, input, output, ty, op, timeout);
+            let r = self.allreduce_line(&mut c, call, input, output, ty, op, timeout);
+            if c.busy() {
+                c.pending = Some(call);
+            } else if c.pending.is_some() {
+                c.pending = None;
+            }
+            return r;
+        }
+        if !resume {
+            self.announce(&c, call);
         }
         let start = c.reduce_next.take().unwrap_or(0);
         for k in start..chunks {
@@ -693,8 +941,13 @@ impl<B: Backing> Engine for MemEngine<B> {
                 // the chunk in between (double buffering).
                 unsafe { std::ptr::copy_nonoverlapping(input[lo..].as_ptr(), slot, hi - lo) };
             }
-            if let Err(e) = self.barrier_locked(&mut c, timeout) {
-                c.reduce_next = Some(k);
+            if let Err(e) = self.arrive(&mut c, call, timeout) {
+                // A mismatch is found at the first chunk, whose barrier completed: nothing
+                // is left to resume.
+                if !matches!(e, Error::CollectiveMismatch(_)) {
+                    c.reduce_next = Some(k);
+                }
+                c.pending = c.busy().then_some(call);
                 return Err(e);
             }
             let slots = (0..self.size).map(|r| {
@@ -706,6 +959,7 @@ impl<B: Backing> Engine for MemEngine<B> {
             fold_in_order(ty, op, &mut output[lo..hi], slots);
             c.reduce_seq += 1;
         }
+        c.pending = None;
         Ok(())
     }
 
@@ -752,7 +1006,7 @@ impl<B: Backing> Engine for MemEngine<B> {
                         .wrapping_sub(mb.head.load(Ordering::Relaxed))
                         < PASSIVE_SLOTS as u32
                 },
-                || self.peer_ok(rank).err().map(|_| rank),
+                || self.peer_ok(rank).err(),
             )?;
         }
     }
@@ -794,7 +1048,7 @@ impl<B: Backing> Engine for MemEngine<B> {
                 &mb.bell,
                 deadline,
                 || mb.head.load(Ordering::Relaxed) != mb.tail.load(Ordering::Relaxed),
-                || self.gone(false),
+                || self.gone(false).map(Error::PeerFailed),
             )?;
         }
     }

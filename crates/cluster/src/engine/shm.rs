@@ -199,14 +199,81 @@ fn owner(name: &str) -> Option<u32> {
 
 /// Removes the objects of every job whose launcher process no longer exists (left behind by a
 /// `kill -9` of the launcher); returns how many it removed.
+///
+/// The pid in an object's name is not trusted alone: the object records its launcher's start
+/// time and PID namespace (`Header.launcher_start`, `pid_ns`; `SegHeader.owner_*`). An object of
+/// another PID namespace is left alone (its pid means nothing here); one whose pid now names a
+/// process with another start time is stale (the pid was reused). Objects of an older format or
+/// still being initialised (no start time) are removed only when their pid is dead.
 pub fn sweep_stale() -> usize {
+    let ns = sys::pid_ns().unwrap_or(0);
     let mut n = 0;
     for name in list() {
-        if let Some(pid) = owner(&name) {
-            if !sys::pid_alive(pid) && sys::shm_unlink(&format!("/{name}")).is_ok() {
-                n += 1;
-            }
+        let Some(pid) = owner(&name) else { continue };
+        let Some((start, their_ns)) = recorded_owner(&name) else {
+            continue;
+        };
+        if their_ns != 0 && ns != 0 && their_ns != ns {
+            continue;
+        }
+        let alive = sys::pid_alive(pid) && (start == 0 || sys::start_time(pid) == Some(start));
+        if !alive && sys::shm_unlink(&format!("/{name}")).is_ok() {
+            n += 1;
         }
     }
     n
+}
+
+/// The launcher start time and PID namespace an object records (zeros when it is too short or
+/// not initialised); `None` when it cannot be opened (another user's, or already gone).
+fn recorded_owner(name: &str) -> Option<(u64, u64)> {
+    let m = Mapping::open(&format!("/{name}")).ok()?;
+    if name.ends_with("-ctl") {
+        if m.len() < std::mem::size_of::<super::ctl::Header>() {
+            return Some((0, 0));
+        }
+        // SAFETY: the mapping holds a whole Header (checked), page-aligned; only atomics read.
+        let h = unsafe { &*(m.ptr() as *const super::ctl::Header) };
+        Some((
+            h.launcher_start.load(Ordering::Relaxed),
+            h.pid_ns.load(Ordering::Relaxed),
+        ))
+    } else {
+        if m.len() < std::mem::size_of::<super::ctl::SegHeader>() {
+            return Some((0, 0));
+        }
+        // SAFETY: as above, for a SegHeader.
+        let h = unsafe { &*(m.ptr() as *const super::ctl::SegHeader) };
+        Some((
+            h.owner_start.load(Ordering::Relaxed),
+            h.owner_ns.load(Ordering::Relaxed),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_of_another_pid_namespace_is_left_alone() {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        // Dead here, but the job says it belongs to another PID namespace: its pid means
+        // nothing in this one.
+        let other = format!("{dead}x07e5");
+        let jc = JobControl::create(&other, 1).unwrap();
+        jc.ctl.header().pid_ns.store(1, Ordering::Relaxed);
+        sweep_stale();
+        assert!(list().iter().any(|o| o == &format!("tiers-{other}-ctl")));
+        // The same job in this namespace is stale.
+        jc.ctl
+            .header()
+            .pid_ns
+            .store(sys::pid_ns().unwrap_or(0), Ordering::Relaxed);
+        sweep_stale();
+        assert!(!list().iter().any(|o| o == &format!("tiers-{other}-ctl")));
+        drop(jc);
+    }
 }

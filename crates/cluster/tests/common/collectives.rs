@@ -2,7 +2,7 @@
 //! operation at lengths on both sides of the small (one-line) path.
 
 use super::{ok, Fixture, S1};
-use tiers_cluster::{Error, Notification, Op, Reducible, Timeout, World};
+use tiers_cluster::{Collective, Error, Notification, Op, Reducible, SegId, Timeout, World};
 
 const BLK: Timeout = Timeout::Block;
 
@@ -216,4 +216,170 @@ pub fn allreduce_refuses_mismatched_lengths(w: &World) {
             output: 2
         })
     );
+}
+
+/// Long enough for any machine, short enough that a hang fails the test instead of the job.
+const LONG: Timeout = Timeout::After(std::time::Duration::from_secs(30));
+
+/// Whether this world checks that collectives agree: every engine does, except the mpi
+/// engine's collectives between hosts (`TIERS_MPI_HOST_LOCAL=0`, or several hosts).
+fn checks_collectives(w: &World) -> bool {
+    w.size() > 1 && !(w.engine_name() == "mpi" && w.local_size() < w.size())
+}
+
+/// The error rank 0 (which called `zero`) and every other rank (which called `other`) expect.
+fn mismatch(w: &World, zero: Collective, other: Collective) -> Error {
+    if w.rank() == 0 {
+        Error::mismatch(zero, other, 1)
+    } else {
+        Error::mismatch(other, zero, 0)
+    }
+}
+
+/// The collectives are in step: a barrier and an allreduce give the right answer.
+fn in_step(w: &World, what: &str) {
+    ok(w.barrier(LONG), &format!("barrier after {what}"));
+    let mut y = [0u64; 1];
+    ok(
+        w.allreduce(&[w.rank() as u64 + 1], &mut y, Op::Sum, LONG),
+        &format!("allreduce after {what}"),
+    );
+    let n = w.size() as u64;
+    assert_eq!(y[0], n * (n + 1) / 2, "allreduce after {what}");
+}
+
+fn ar<T: Reducible>(len: usize, op: Op) -> Collective {
+    Collective::Allreduce {
+        len,
+        ty: T::TYPE,
+        op,
+    }
+}
+
+/// Rank 0 calls an allreduce that differs from the others' in its operation, its element
+/// type, its length (on the small path, across the small and the general path, on the general
+/// path): every rank gets `CollectiveMismatch` naming both calls, and the collectives stay in
+/// step.
+pub fn allreduce_mismatches_are_reported(w: &World) {
+    if !checks_collectives(w) {
+        return;
+    }
+    let zero = w.rank() == 0;
+    let mut y = vec![0i32; 2];
+    let op = if zero { Op::Max } else { Op::Sum };
+    assert_eq!(
+        w.allreduce(&[1i32, 2], &mut y, op, LONG),
+        Err(mismatch(w, ar::<i32>(2, Op::Max), ar::<i32>(2, Op::Sum)))
+    );
+    in_step(w, "another operation");
+
+    let r = if zero {
+        let mut y = [0u32; 2];
+        w.allreduce(&[1u32, 2], &mut y, Op::Sum, LONG)
+    } else {
+        w.allreduce(&[1i32, 2], &mut y, Op::Sum, LONG)
+    };
+    assert_eq!(
+        r,
+        Err(mismatch(w, ar::<u32>(2, Op::Sum), ar::<i32>(2, Op::Sum)))
+    );
+    in_step(w, "another type");
+
+    for (a, b) in [(2, 3), (2, 1000), (1000, 2), (1000, 3000)] {
+        let len = if zero { a } else { b };
+        let x = vec![1.0f64; len];
+        let mut y = vec![0.0f64; len];
+        assert_eq!(
+            w.allreduce(&x, &mut y, Op::Sum, LONG),
+            Err(mismatch(w, ar::<f64>(a, Op::Sum), ar::<f64>(b, Op::Sum))),
+            "lengths {a} and {b}"
+        );
+        in_step(w, &format!("lengths {a} and {b}"));
+    }
+}
+
+/// Rank 0 calls a barrier while the others call an allreduce (small, then general) or create
+/// a segment, and ranks create different segments: every rank gets `CollectiveMismatch`, the
+/// segment is not left half-created, and the collectives stay in step.
+pub fn barrier_against_other_collectives_is_reported(w: &World) {
+    if !checks_collectives(w) {
+        return;
+    }
+    let zero = w.rank() == 0;
+    for len in [1, 1000] {
+        let r = if zero {
+            w.barrier(LONG)
+        } else {
+            let x = vec![1u64; len];
+            let mut y = vec![0u64; len];
+            w.allreduce(&x, &mut y, Op::Sum, LONG)
+        };
+        assert_eq!(
+            r,
+            Err(mismatch(w, Collective::Barrier, ar::<u64>(len, Op::Sum))),
+            "barrier against an allreduce of {len}"
+        );
+        in_step(w, "barrier against allreduce");
+    }
+
+    let s3 = SegId(3);
+    let r = if zero {
+        w.barrier(LONG)
+    } else {
+        w.segment_timeout(s3, 64, LONG).map(|_| ())
+    };
+    assert_eq!(
+        r,
+        Err(mismatch(
+            w,
+            Collective::Barrier,
+            Collective::SegmentCreate { seg: 3 }
+        ))
+    );
+    in_step(w, "barrier against segment()");
+
+    let seg = if zero { 3 } else { 4 };
+    assert_eq!(
+        w.segment_timeout(SegId(seg), 64, LONG).map(|_| ()),
+        Err(mismatch(
+            w,
+            Collective::SegmentCreate { seg: 3 },
+            Collective::SegmentCreate { seg: 4 }
+        ))
+    );
+    in_step(w, "different segments");
+    // Nothing was left behind: the segment can be created by all (sizes may differ).
+    let s = ok(
+        w.segment_timeout(s3, 64 * (w.rank() + 1), LONG),
+        "segment 3",
+    );
+    assert_eq!(s.len(), 64 * (w.rank() + 1));
+    ok(w.segment_delete(s3, LONG), "delete segment 3");
+}
+
+/// A rank whose barrier timed out and that then calls another collective gets
+/// `CollectiveMismatch` naming itself and the pending barrier; resumed, the barrier completes.
+pub fn another_collective_after_a_timeout_is_refused(w: &World) {
+    let f = Fixture::new(w);
+    if f.n > 1 {
+        if f.me == 0 {
+            assert_eq!(w.barrier(Timeout::Test), Err(Error::Timeout));
+            let mut y = [0u64; 1];
+            assert_eq!(
+                w.allreduce(&[1u64], &mut y, Op::Sum, Timeout::Test),
+                Err(Error::mismatch(
+                    ar::<u64>(1, Op::Sum),
+                    Collective::Barrier,
+                    0
+                ))
+            );
+            release(&f, 22);
+            ok(w.barrier(BLK), "resumed barrier");
+        } else {
+            held(&f, 22);
+            ok(w.barrier(BLK), "barrier");
+        }
+        in_step(w, "a resumed barrier");
+    }
+    f.done();
 }

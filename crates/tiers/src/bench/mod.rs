@@ -15,6 +15,7 @@ mod cluster;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
+mod redblack;
 
 use tiers_bench::{Opts, Report};
 
@@ -74,7 +75,7 @@ pub struct Bench {
 }
 
 /// Every benchmark, in the order `tiers bench list` prints them.
-pub const BENCHES: &[Bench] = &[
+pub static BENCHES: &[Bench] = &[
     Bench {
         name: "barrier",
         measures: "ns per barrier, by threads",
@@ -198,6 +199,13 @@ pub const BENCHES: &[Bench] = &[
         peers: "",
         launch: Launch::Process,
         run: |c| apps::run(apps::scaling, c),
+    },
+    Bench {
+        name: "redblack",
+        measures: "ms per RedBlack3D iteration (total, wait, comp) by variant: plain, caller and proxy overlap, limit",
+        peers: "the variants against each other; limit = computation alone",
+        launch: Launch::Ranks,
+        run: redblack::run,
     },
 ];
 

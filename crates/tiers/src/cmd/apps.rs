@@ -8,7 +8,7 @@ use std::time::Instant;
 use tiers_apps::alu::{generate, AluSpec};
 use tiers_apps::clustering::{da_pwc, ClusterOptions, Event, Method};
 use tiers_apps::compare::{adjusted_rand_index, procrustes};
-use tiers_apps::distance::{pairwise_with_progress, Metric};
+use tiers_apps::distance::{pairwise_ranks, pairwise_with_progress, Metric};
 use tiers_apps::mds::{smacof, MdsOptions};
 use tiers_apps::model::Run;
 use tiers_apps::render::{render_ranks, RenderSpec, TileSchedule};
@@ -267,6 +267,294 @@ fn write_text(path: &Path, text: &str) -> Res {
     Ok(tiers_apps::files::write_atomic(path, text.as_bytes())?)
 }
 
+/// `tiers mds` as one process: the whole matrix, checked, on this process's threads.
+fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
+    let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
+    opts.validate(d.n)?;
+    // Every input is read and checked before the work starts.
+    let reference = match &a.reference {
+        Some(refp) => {
+            let (y, _) = tiers_apps::mds::parse_points(
+                &read_text(refp)?,
+                a.dims,
+                &refp.display().to_string(),
+            )?;
+            if y.len() != d.n * a.dims {
+                return Err(format!(
+                    "{}: {} points, the matrix has {}",
+                    refp.display(),
+                    y.len() / a.dims,
+                    d.n
+                )
+                .into());
+            }
+            Some(y)
+        }
+        None => None,
+    };
+    let labels = match &a.labels {
+        Some(l) => Some(read_labels(l, d.n)?),
+        None => None,
+    };
+    let p = pool(a.threads)?;
+    let (quiet, every) = (a.quiet, a.progress_every.max(1));
+    let r = smacof(&p, &d, None, opts, |k, s| {
+        if !quiet && (k < 10 || k % every == 0) {
+            eprintln!(
+                "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
+                s.raw, s.normalized
+            );
+        }
+    });
+    let Some(last) = r.stress.last().copied() else {
+        return Err("MDS ran no iteration".into());
+    };
+    eprintln!(
+        "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} threads)",
+        r.iterations,
+        if r.converged { "converged" } else { "iteration limit" },
+        last.raw,
+        last.normalized,
+        r.seconds,
+        r.seconds / r.stress.len() as f64,
+        a.threads
+    );
+    let csv = a
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    write_text(
+        &a.out,
+        &tiers_apps::mds::format_points(&r.points, a.dims, csv),
+    )?;
+    if let Some(y) = &reference {
+        let pr = procrustes(&r.points, y, a.dims);
+        let mut ys = tiers_apps::mds::stress(&p, &d, y, a.dims);
+        ys /= tiers_apps::mds::delta_norm(&d);
+        println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
+    }
+    if let Some(pp) = &a.plot {
+        let labels = labels.unwrap_or_else(|| vec![0; d.n]);
+        draw::write(
+            pp,
+            &r.points,
+            a.dims,
+            &labels,
+            &format!("SMACOF MDS of {} points", d.n),
+        )?;
+    }
+    record(
+        &a.runs,
+        "mds",
+        a.threads,
+        d.n,
+        r.seconds / r.stress.len() as f64,
+    )
+}
+
+/// `tiers mds` as one rank of a job: this rank's rows of the matrix (read by offset), the
+/// configuration gathered every iteration; rank 0 writes the points and the plot.
+fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
+    let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
+    opts.validate(n)?;
+    let rows = tiers_apps::distance::owned_rows(n, w.size(), w.rank());
+    let block = matrix::read_rows(&a.input, a.big_endian, rows)?;
+    let root = w.rank() == 0;
+    let reference = match (&a.reference, root) {
+        (Some(refp), true) => {
+            let (y, _) = tiers_apps::mds::parse_points(
+                &read_text(refp)?,
+                a.dims,
+                &refp.display().to_string(),
+            )?;
+            if y.len() != n * a.dims {
+                return Err(format!(
+                    "{}: {} points, the matrix has {n}",
+                    refp.display(),
+                    y.len() / a.dims
+                )
+                .into());
+            }
+            Some(y)
+        }
+        _ => None,
+    };
+    let labels = match (&a.labels, root) {
+        (Some(l), true) => Some(read_labels(l, n)?),
+        _ => None,
+    };
+    let p = pool(a.threads)?;
+    let (quiet, every) = (a.quiet, a.progress_every.max(1));
+    let r = tiers_apps::mds::smacof_ranks(w, &p, &block, opts, |k, s| {
+        if root && !quiet && (k < 10 || k % every == 0) {
+            eprintln!(
+                "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
+                s.raw, s.normalized
+            );
+        }
+    })?;
+    if !root {
+        return Ok(());
+    }
+    let Some(last) = r.stress.last().copied() else {
+        return Err("MDS ran no iteration".into());
+    };
+    eprintln!(
+        "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} ranks x {} threads)",
+        r.iterations,
+        if r.converged { "converged" } else { "iteration limit" },
+        last.raw,
+        last.normalized,
+        r.seconds,
+        r.seconds / r.stress.len() as f64,
+        w.size(),
+        a.threads
+    );
+    let csv = a
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    write_text(
+        &a.out,
+        &tiers_apps::mds::format_points(&r.points, a.dims, csv),
+    )?;
+    if let Some(y) = &reference {
+        let pr = procrustes(&r.points, y, a.dims);
+        println!(
+            "procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}",
+            pr.disparity,
+            1.0 - pr.disparity,
+            pr.rms
+        );
+    }
+    if let Some(pp) = &a.plot {
+        let labels = labels.unwrap_or_else(|| vec![0; n]);
+        draw::write(
+            pp,
+            &r.points,
+            a.dims,
+            &labels,
+            &format!("SMACOF MDS of {n} points"),
+        )?;
+    }
+    record_ranks(
+        &a.runs,
+        "mds",
+        a.threads,
+        w.size(),
+        n,
+        r.seconds / r.stress.len() as f64,
+    )
+}
+
+/// The progress lines of `tiers cluster`.
+fn cluster_event(quiet: bool) -> impl FnMut(&Event) {
+    move |e| {
+        if quiet {
+            return;
+        }
+        match e {
+            Event::Split { t, cluster, lambda } => eprintln!("[cluster] T {t:.5e}: split cluster {cluster} (eigenvalue {lambda:.5e})"),
+            Event::Temperature { t, k, em, uncertainty } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
+        }
+    }
+}
+
+/// What `tiers cluster` reports and writes once the clustering is done (rank 0).
+fn cluster_report(
+    a: &ClusterArgs,
+    r: &tiers_apps::clustering::ClusterResult,
+    reference: Option<&[usize]>,
+    ranks: usize,
+    n: usize,
+) -> Res {
+    eprintln!(
+        "[cluster] {} clusters, {} temperatures, {} EM iterations, {:.3} s ({:.4} s/EM iteration, {ranks} ranks x {} threads)",
+        r.k,
+        r.temperatures,
+        r.em_iterations,
+        r.seconds,
+        r.seconds / r.em_iterations.max(1) as f64,
+        a.threads
+    );
+    let mut sizes = vec![0usize; r.k];
+    r.labels.iter().for_each(|&l| sizes[l] += 1);
+    eprintln!("[cluster] sizes {sizes:?}");
+    write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
+    if let (Some(refl), Some(refp)) = (reference, &a.reference) {
+        println!(
+            "adjusted Rand index vs {}: {:.4}",
+            refp.display(),
+            adjusted_rand_index(&r.labels, refl)
+        );
+    }
+    record_ranks(
+        &a.runs,
+        "cluster",
+        a.threads,
+        ranks,
+        n,
+        r.seconds / r.em_iterations.max(1) as f64,
+    )
+}
+
+/// At most as many clusters as points, said when the request is larger.
+fn fit_clusters(opts: &mut ClusterOptions, n: usize) {
+    if opts.max_clusters > n {
+        eprintln!(
+            "[cluster] {n} points: at most {n} clusters (--max-clusters {})",
+            opts.max_clusters
+        );
+        opts.max_clusters = n;
+    }
+}
+
+/// `tiers cluster` as one process: the whole matrix, checked, on this process's threads.
+fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
+    let mut d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
+    let reference = match &a.reference {
+        Some(refp) => Some(read_labels(refp, d.n)?),
+        None => None,
+    };
+    fit_clusters(&mut opts, d.n);
+    opts.validate(d.n)?;
+    if a.power != 1.0 {
+        d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+    }
+    let p = pool(a.threads)?;
+    let r = da_pwc(&p, &d, &opts, cluster_event(a.quiet));
+    cluster_report(a, &r, reference.as_deref(), 1, d.n)
+}
+
+/// `tiers cluster` as one rank of a job: this rank's rows of the matrix (read by offset), the
+/// products δ·M gathered from every rank; rank 0 writes the labels.
+fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
+    let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
+    fit_clusters(&mut opts, n);
+    opts.validate(n)?;
+    let rows = tiers_apps::distance::owned_rows(n, w.size(), w.rank());
+    let mut block = matrix::read_rows(&a.input, a.big_endian, rows)?;
+    if a.power != 1.0 {
+        block
+            .data
+            .iter_mut()
+            .for_each(|v| *v = v.powf(a.power as f32));
+    }
+    let root = w.rank() == 0;
+    let reference = match (&a.reference, root) {
+        (Some(refp), true) => Some(read_labels(refp, n)?),
+        _ => None,
+    };
+    let delta = tiers_apps::clustering::RankRows::new(w, block, opts.max_clusters + 2)?;
+    let p = pool(a.threads)?;
+    let r = da_pwc(&p, &delta, &opts, cluster_event(a.quiet || !root));
+    delta.finish()?;
+    if !root {
+        return Ok(());
+    }
+    cluster_report(a, &r, reference.as_deref(), w.size(), n)
+}
+
 /// Reads and validates a distance matrix, averaging asymmetric pairs when asked.
 fn read_matrix(
     path: &Path,
@@ -408,36 +696,65 @@ pub fn run(cmd: AppCommand) -> Res {
                 4,
             )?;
             let seqs: Vec<&[u8]> = recs.iter().map(|r| r.seq.as_slice()).collect();
-            let p = pool(a.threads)?;
-            let t0 = Instant::now();
-            let quiet = a.quiet;
-            let d = pairwise_with_progress(&p, &seqs, metric, |done, total| {
-                if !quiet {
-                    let s = t0.elapsed().as_secs_f64();
-                    eprintln!(
-                        "[distances] {done} of {total} pairs ({:.0} %), {s:.1} s, about {:.0} s to go",
-                        100.0 * done as f64 / total as f64,
-                        s * (total - done) as f64 / done.max(1) as f64
-                    );
+            let n = seqs.len();
+            let (quiet, threads, be) = (a.quiet, a.threads, a.big_endian);
+            // Every rank of the job (one when started alone) computes its rows with its
+            // threads and writes them into the one output file at their offset.
+            let results = tiers_cluster::spmd(|w| -> Result<Option<(usize, f64)>, String> {
+                let p = pool(threads).map_err(|e| e.to_string())?;
+                let t0 = Instant::now();
+                let report = |done: usize, total: usize| {
+                    if !quiet && w.rank() == 0 {
+                        let s = t0.elapsed().as_secs_f64();
+                        eprintln!(
+                            "[distances] {done} of {total} pairs ({:.0} %), {s:.1} s, about {:.0} s to go",
+                            100.0 * done as f64 / total as f64,
+                            s * (total - done) as f64 / done.max(1) as f64
+                        );
+                    }
+                };
+                if w.size() == 1 {
+                    let d = pairwise_with_progress(&p, &seqs, metric, report)
+                        .map_err(|e| e.to_string())?;
+                    let secs = t0.elapsed().as_secs_f64();
+                    matrix::write(&a.out, &d, be).map_err(|e| e.to_string())?;
+                    return Ok(Some((1, secs)));
                 }
+                let format = matrix::Format::from_path(&a.out, be).map_err(|e| e.to_string())?;
+                if format == matrix::Format::Csv {
+                    return Err("across ranks the matrix is written as .bin or .npy (each rank writes its rows in place), not .csv".into());
+                }
+                let block =
+                    pairwise_ranks(w, &p, &seqs, metric, report).map_err(|e| e.to_string())?;
+                let secs = t0.elapsed().as_secs_f64();
+                super::rows_file::write(w, &a.out, format, &block).map_err(|e| e.to_string())?;
+                Ok((w.rank() == 0).then_some((w.size(), secs)))
             })?;
-            let secs = t0.elapsed().as_secs_f64();
-            matrix::write(&a.out, &d, a.big_endian)?;
-            let pairs = (d.n * d.n.saturating_sub(1) / 2) as f64;
+            let mut done = None;
+            for r in results {
+                if let Some(x) = r? {
+                    done = Some(x);
+                }
+            }
+            let Some((ranks, secs)) = done else {
+                return Ok(());
+            };
+            let pairs = (n * n.saturating_sub(1) / 2) as f64;
             eprintln!(
-                "{} distances of {} sequences: {:.3} s, {:.3e} pairs/s, {} threads; wrote {}",
+                "{} distances of {} sequences: {:.3} s, {:.3e} pairs/s, {ranks} ranks x {} threads; wrote {}",
                 metric.name(),
-                d.n,
+                n,
                 secs,
                 pairs / secs,
                 a.threads,
                 a.out.display()
             );
-            record(
+            record_ranks(
                 &a.runs,
                 &format!("distances-{}", metric.name()),
                 a.threads,
-                d.n,
+                ranks,
+                n,
                 secs,
             )
         }
@@ -458,93 +775,23 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
-            let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
-            opts.validate(d.n)?;
-            // Every input is read and checked before the work starts.
-            let reference = match &a.reference {
-                Some(refp) => {
-                    let (y, _) = tiers_apps::mds::parse_points(
-                        &read_text(refp)?,
-                        a.dims,
-                        &refp.display().to_string(),
-                    )?;
-                    if y.len() != d.n * a.dims {
-                        return Err(format!(
-                            "{}: {} points, the matrix has {}",
-                            refp.display(),
-                            y.len() / a.dims,
-                            d.n
-                        )
-                        .into());
-                    }
-                    Some(y)
+            let results = tiers_cluster::spmd(|w| -> Result<(), String> {
+                if w.size() == 1 {
+                    mds_alone(&a, &opts).map_err(|e| e.to_string())
+                } else {
+                    mds_ranks(w, &a, &opts).map_err(|e| e.to_string())
                 }
-                None => None,
-            };
-            let labels = match &a.labels {
-                Some(l) => Some(read_labels(l, d.n)?),
-                None => None,
-            };
-            let p = pool(a.threads)?;
-            let (quiet, every) = (a.quiet, a.progress_every.max(1));
-            let r = smacof(&p, &d, None, &opts, |k, s| {
-                if !quiet && (k < 10 || k % every == 0) {
-                    eprintln!(
-                        "[mds] iteration {k}: stress {:.6e}, normalised {:.6e}",
-                        s.raw, s.normalized
-                    );
-                }
-            });
-            let Some(last) = r.stress.last().copied() else {
-                return Err("MDS ran no iteration".into());
-            };
-            eprintln!(
-                "[mds] {} iterations ({}), stress {:.6e}, normalised {:.6e}, {:.3} s ({:.4} s/iteration, {} threads)",
-                r.iterations,
-                if r.converged { "converged" } else { "iteration limit" },
-                last.raw,
-                last.normalized,
-                r.seconds,
-                r.seconds / r.stress.len() as f64,
-                a.threads
-            );
-            let csv = a
-                .out
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-            write_text(
-                &a.out,
-                &tiers_apps::mds::format_points(&r.points, a.dims, csv),
-            )?;
-            if let Some(y) = &reference {
-                let pr = procrustes(&r.points, y, a.dims);
-                let mut ys = tiers_apps::mds::stress(&p, &d, y, a.dims);
-                ys /= tiers_apps::mds::delta_norm(&d);
-                println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
+            })?;
+            for r in results {
+                r?;
             }
-            if let Some(pp) = &a.plot {
-                let labels = labels.unwrap_or_else(|| vec![0; d.n]);
-                draw::write(
-                    pp,
-                    &r.points,
-                    a.dims,
-                    &labels,
-                    &format!("SMACOF MDS of {} points", d.n),
-                )?;
-            }
-            record(
-                &a.runs,
-                "mds",
-                a.threads,
-                d.n,
-                r.seconds / r.stress.len() as f64,
-            )
+            Ok(())
         }
         AppCommand::Cluster(a) => {
             if !(a.power > 0.0 && a.power.is_finite()) {
                 return Err(format!("--power must be a positive number, not {}", a.power).into());
             }
-            let mut opts = ClusterOptions {
+            let opts = ClusterOptions {
                 method: if a.spidal {
                     Method::Spidal
                 } else {
@@ -565,60 +812,17 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
-            let mut d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
-            let reference = match &a.reference {
-                Some(refp) => Some(read_labels(refp, d.n)?),
-                None => None,
-            };
-            if opts.max_clusters > d.n {
-                eprintln!(
-                    "[cluster] {} points: at most {} clusters (--max-clusters {})",
-                    d.n, d.n, opts.max_clusters
-                );
-                opts.max_clusters = d.n;
-            }
-            opts.validate(d.n)?;
-            if a.power != 1.0 {
-                d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
-            }
-            let p = pool(a.threads)?;
-            let quiet = a.quiet;
-            let r = da_pwc(&p, &d, &opts, |e| {
-                if quiet {
-                    return;
+            let results = tiers_cluster::spmd(|w| -> Result<(), String> {
+                if w.size() == 1 {
+                    cluster_alone(&a, opts.clone()).map_err(|e| e.to_string())
+                } else {
+                    cluster_ranks(w, &a, opts.clone()).map_err(|e| e.to_string())
                 }
-                match e {
-                    Event::Split { t, cluster, lambda } => eprintln!("[cluster] T {t:.5e}: split cluster {cluster} (eigenvalue {lambda:.5e})"),
-                    Event::Temperature { t, k, em, uncertainty } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
-                }
-            });
-            eprintln!(
-                "[cluster] {} clusters, {} temperatures, {} EM iterations, {:.3} s ({:.4} s/EM iteration, {} threads)",
-                r.k,
-                r.temperatures,
-                r.em_iterations,
-                r.seconds,
-                r.seconds / r.em_iterations.max(1) as f64,
-                a.threads
-            );
-            let mut sizes = vec![0usize; r.k];
-            r.labels.iter().for_each(|&l| sizes[l] += 1);
-            eprintln!("[cluster] sizes {sizes:?}");
-            write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
-            if let (Some(refl), Some(refp)) = (&reference, &a.reference) {
-                println!(
-                    "adjusted Rand index vs {}: {:.4}",
-                    refp.display(),
-                    adjusted_rand_index(&r.labels, refl)
-                );
+            })?;
+            for r in results {
+                r?;
             }
-            record(
-                &a.runs,
-                "cluster",
-                a.threads,
-                d.n,
-                r.seconds / r.em_iterations.max(1) as f64,
-            )
+            Ok(())
         }
         AppCommand::Render(a) => {
             let schedule = TileSchedule::parse(&a.schedule)?;

@@ -7,8 +7,11 @@
 
 pub mod apps;
 pub mod bench;
+pub mod gaspi;
 mod outputs;
 pub mod pipeline;
+pub mod redblack;
+mod rows_file;
 pub mod run;
 pub mod topo;
 
@@ -39,6 +42,22 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
+/// Refuses to run a one-rank command as a rank of a larger job (every rank would do the whole
+/// work and write the same files): `tiers run` says how many ranks there are.
+pub fn one_rank_only(command: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let ranks = std::env::var(tiers_cluster::env::SIZE)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1);
+    if ranks > 1 {
+        return Err(format!(
+            "tiers {command} runs on one rank's threads (--threads T), not as one of {ranks} ranks: start it without tiers run"
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Every command of `tiers`.
 #[derive(Subcommand)]
 pub enum Command {
@@ -50,6 +69,10 @@ pub enum Command {
     Pipeline(pipeline::PipelineArgs),
     /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher).
     Run(run::RunArgs),
+    /// GASPI for C programs: install tiers' GASPI library and headers, or run a GASPI program like gaspi_run.
+    Gaspi(gaspi::GaspiArgs),
+    /// RedBlack3D: red-black Gauss-Seidel on an N³ mesh across the job's ranks, halos exchanged with or without overlap; Total/Wait/Comp per variant.
+    Redblack(redblack::RedBlackArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -62,6 +85,8 @@ impl Command {
             Command::Bench(a) => bench::run(a),
             Command::Pipeline(a) => pipeline::run(a),
             Command::Run(a) => run::run(a),
+            Command::Gaspi(a) => gaspi::run(a),
+            Command::Redblack(a) => redblack::run(a),
             Command::App(c) => apps::run(c),
         }
     }

@@ -44,6 +44,7 @@ pub struct PipelineArgs {
 }
 
 pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
+    super::one_rank_only("pipeline")?;
     let t_all = Instant::now();
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut builder = tiers_node::Pool::builder();

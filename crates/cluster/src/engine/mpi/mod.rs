@@ -39,7 +39,7 @@ pub use raw::{launched, thread_multiple, Threading};
 use super::ctl::{self, Ctl, SegHeader, SEG_HEADER};
 use super::mem::{Backing, MemEngine};
 use super::{Engine, KeepAlive, Transfer};
-use crate::collective::{DataType, Op};
+use crate::collective::{Collective, DataType, Op};
 use crate::config::{self, env, MAX_SEGMENTS, PASSIVE_MAX, QUEUES, RPUT_MIN};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
@@ -225,6 +225,9 @@ pub struct MpiEngine {
     segs: RwLock<Vec<Slot>>,
     queues: Vec<Mutex<QState>>,
     coll: Mutex<Coll>,
+    /// Between hosts: the collective that did not complete (timed out, or a peer failed);
+    /// only it may be called next. (On one host the host engine keeps this.)
+    pending: Mutex<Option<Collective>>,
     passive: Mutex<Passive>,
     /// How long a wait polls MPI before it naps.
     spin: Duration,
@@ -350,6 +353,7 @@ impl MpiEngine {
             segs: RwLock::new((0..MAX_SEGMENTS).map(|_| Slot::Empty).collect()),
             queues: (0..QUEUES).map(|_| Mutex::new(QState::default())).collect(),
             coll: Mutex::new(Coll::new()),
+            pending: Mutex::new(None),
             passive: Mutex::new(Passive::default()),
             spin: if hsize <= cpus {
                 config::MPI_SPIN
@@ -370,6 +374,98 @@ impl MpiEngine {
         }
     }
 
+    /// Runs the collective `call` between hosts, refusing it while another one is pending.
+    fn guarded(&self, call: Collective, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        if let Some(p) = *self.pending.lock().unwrap_or_else(|e| e.into_inner()) {
+            if p != call {
+                return Err(Error::mismatch(call, p, self.rank));
+            }
+        }
+        let r = f();
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) =
+            matches!(r, Err(Error::Timeout | Error::PeerFailed(_))).then_some(call);
+        r
+    }
+
+    /// `segment_create` between hosts (resumable).
+    fn segment_create_hosts(&self, seg: u32, size: usize, timeout: Timeout) -> Result<()> {
+        let resuming = {
+            let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
+            match s[seg as usize] {
+                Slot::Ready(_) => return Err(Error::SegmentExists { seg }),
+                Slot::Gathering { .. } => true,
+                Slot::Empty => false,
+            }
+        };
+        if !resuming {
+            // Resumable by itself after a timeout.
+            self.host_wait(timeout.deadline(), |t| {
+                self.host.segment_create(seg, size, t)
+            })?;
+        }
+        let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        if matches!(s[seg as usize], Slot::Empty) {
+            let send = Box::new(size as u64);
+            let mut recv = vec![0u64; self.size];
+            // SAFETY: both buffers move into the slot (heap memory, never moved or freed
+            // before the request completes: the slot is only replaced after completion).
+            let req = unsafe { raw::iallgather_u64(&*send, recv.as_mut_ptr(), self.comm)? };
+            s[seg as usize] = Slot::Gathering {
+                req,
+                _send: send,
+                sizes: recv,
+            };
+        }
+        let Slot::Gathering { req, .. } = &mut s[seg as usize] else {
+            return Err(Error::SegmentExists { seg });
+        };
+        req.wait(timeout.deadline(), self.pace())?;
+        let Slot::Gathering { sizes, .. } = std::mem::replace(&mut s[seg as usize], Slot::Empty)
+        else {
+            unreachable!("matched above")
+        };
+        let (data, len, keep) = self.host.segment_local(seg).map_err(|e| self.lift(e))?;
+        // SAFETY: the host mapping is SEG_HEADER + len bytes from data - SEG_HEADER; `keep`
+        // (stored with the window) keeps it mapped until the window is freed. MPI has no
+        // non-blocking window creation; every rank reaches it right after the allgather.
+        let win = unsafe { Win::create(data.sub(SEG_HEADER), SEG_HEADER + len, self.comm)? };
+        s[seg as usize] = Slot::Ready(Arc::new(MpiSeg {
+            data,
+            size: len,
+            _keep: keep,
+            sizes: sizes.into_iter().map(|x| x as usize).collect(),
+            win,
+        }));
+        Ok(())
+    }
+
+    fn segment_delete_hosts(&self, seg: u32, timeout: Timeout) -> Result<()> {
+        self.seg(seg, self.rank)?;
+        {
+            let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+            self.barrier_locked(&mut c, timeout)?;
+        }
+        let slot = {
+            let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut s[seg as usize], Slot::Empty)
+        };
+        if let Slot::Ready(mut m) = slot {
+            // Wait for threads still inside a transfer on this segment.
+            let mut backoff = tiers_node::Backoff::new().never_sleep();
+            let m = loop {
+                match Arc::try_unwrap(m) {
+                    Ok(x) => break x,
+                    Err(a) => {
+                        m = a;
+                        backoff.snooze();
+                    }
+                }
+            };
+            m.win.free()?;
+        }
+        self.host_wait(timeout.deadline(), |t| self.host.segment_delete(seg, t))
+    }
+
     /// A host-local error speaks of host-local ranks: name world ranks instead.
     fn lift(&self, e: Error) -> Error {
         let w = |r: Rank| self.members.get(r).copied().unwrap_or(r);
@@ -387,6 +483,7 @@ impl MpiEngine {
                 len,
                 size,
             },
+            Error::CollectiveMismatch(m) => Error::mismatch(m.mine, m.theirs, w(m.rank)),
             Error::NoSuchRank { rank, .. } => Error::NoSuchRank {
                 rank: w(rank),
                 size: self.size,
@@ -603,54 +700,9 @@ impl Engine for MpiEngine {
                 .segment_create(seg, size, timeout)
                 .map_err(|e| self.lift(e));
         }
-        let resuming = {
-            let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
-            match s[seg as usize] {
-                Slot::Ready(_) => return Err(Error::SegmentExists { seg }),
-                Slot::Gathering { .. } => true,
-                Slot::Empty => false,
-            }
-        };
-        if !resuming {
-            // Resumable by itself after a timeout.
-            self.host_wait(timeout.deadline(), |t| {
-                self.host.segment_create(seg, size, t)
-            })?;
-        }
-        let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
-        if matches!(s[seg as usize], Slot::Empty) {
-            let send = Box::new(size as u64);
-            let mut recv = vec![0u64; self.size];
-            // SAFETY: both buffers move into the slot (heap memory, never moved or freed
-            // before the request completes: the slot is only replaced after completion).
-            let req = unsafe { raw::iallgather_u64(&*send, recv.as_mut_ptr(), self.comm)? };
-            s[seg as usize] = Slot::Gathering {
-                req,
-                _send: send,
-                sizes: recv,
-            };
-        }
-        let Slot::Gathering { req, .. } = &mut s[seg as usize] else {
-            return Err(Error::SegmentExists { seg });
-        };
-        req.wait(timeout.deadline(), self.pace())?;
-        let Slot::Gathering { sizes, .. } = std::mem::replace(&mut s[seg as usize], Slot::Empty)
-        else {
-            unreachable!("matched above")
-        };
-        let (data, len, keep) = self.host.segment_local(seg).map_err(|e| self.lift(e))?;
-        // SAFETY: the host mapping is SEG_HEADER + len bytes from data - SEG_HEADER; `keep`
-        // (stored with the window) keeps it mapped until the window is freed. MPI has no
-        // non-blocking window creation; every rank reaches it right after the allgather.
-        let win = unsafe { Win::create(data.sub(SEG_HEADER), SEG_HEADER + len, self.comm)? };
-        s[seg as usize] = Slot::Ready(Arc::new(MpiSeg {
-            data,
-            size: len,
-            _keep: keep,
-            sizes: sizes.into_iter().map(|x| x as usize).collect(),
-            win,
-        }));
-        Ok(())
+        self.guarded(Collective::SegmentCreate { seg }, || {
+            self.segment_create_hosts(seg, size, timeout)
+        })
     }
 
     fn segment_delete(&self, seg: u32, timeout: Timeout) -> Result<()> {
@@ -660,27 +712,9 @@ impl Engine for MpiEngine {
                 .segment_delete(seg, timeout)
                 .map_err(|e| self.lift(e));
         }
-        self.seg(seg, self.rank)?;
-        self.barrier(timeout)?;
-        let slot = {
-            let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut s[seg as usize], Slot::Empty)
-        };
-        if let Slot::Ready(mut m) = slot {
-            // Wait for threads still inside a transfer on this segment.
-            let mut backoff = tiers_node::Backoff::new().never_sleep();
-            let m = loop {
-                match Arc::try_unwrap(m) {
-                    Ok(x) => break x,
-                    Err(a) => {
-                        m = a;
-                        backoff.snooze();
-                    }
-                }
-            };
-            m.win.free()?;
-        }
-        self.host_wait(timeout.deadline(), |t| self.host.segment_delete(seg, t))
+        self.guarded(Collective::SegmentDelete { seg }, || {
+            self.segment_delete_hosts(seg, timeout)
+        })
     }
 
     fn segment_local(&self, seg: u32) -> Result<(*mut u8, usize, KeepAlive)> {
@@ -880,8 +914,10 @@ impl Engine for MpiEngine {
         if self.hosts == 1 {
             return self.host.barrier(timeout).map_err(|e| self.lift(e));
         }
-        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-        self.barrier_locked(&mut c, timeout)
+        self.guarded(Collective::Barrier, || {
+            let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+            self.barrier_locked(&mut c, timeout)
+        })
     }
 
     fn allreduce(
@@ -892,7 +928,17 @@ impl Engine for MpiEngine {
         op: Op,
         timeout: Timeout,
     ) -> Result<()> {
-        self.allreduce_hosts(input, output, ty, op, timeout)
+        if self.hosts == 1 {
+            return self.allreduce_hosts(input, output, ty, op, timeout);
+        }
+        let call = Collective::Allreduce {
+            len: input.len() / ty.size(),
+            ty,
+            op,
+        };
+        self.guarded(call, || {
+            self.allreduce_hosts(input, output, ty, op, timeout)
+        })
     }
 
     fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {

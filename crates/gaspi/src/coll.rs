@@ -1,0 +1,197 @@
+//! Groups, and the collectives over them: a barrier and an allreduce built from the cluster
+//! tier's remote fetch-and-add and writes (the group of all ranks uses the cluster tier's own
+//! barrier and allreduce where it can).
+//!
+//! Barrier on group `g`: each member adds one to its counter `bar[g][me]` at every other
+//! member, then waits until its own `bar[g][m]` reached the number of barriers it has entered
+//! with `m`. The counts only grow, so nothing is reset and a timed-out barrier resumes.
+//! Allreduce: each member writes its contribution into slot `[g][k % 2][me]` at every member,
+//! then adds one to `rcnt[g][me]` there; all combine the slots in member order (the same bits
+//! everywhere). Two slots alternate: a member writes slot `k % 2` again only for reduction
+//! `k + 2`, after every member has finished `k` (each waited for all contributions to `k + 1`).
+
+use crate::ctx::{err, poll, Ctx, GroupSlot, HEAP, R};
+use crate::types::*;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+use tiers_cluster::QUEUES;
+
+impl Ctx {
+    pub fn group(&self, g: gaspi_group_t) -> R<MutexGuard<'_, GroupSlot>> {
+        let slot = self
+            .groups
+            .get(g as usize)
+            .ok_or(GASPI_ERR_INV_GROUP)?
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if slot.group.is_none() {
+            return Err(GASPI_ERR_INV_GROUP);
+        }
+        Ok(slot)
+    }
+
+    fn members(&self, s: &GroupSlot, need_commit: bool) -> R<Vec<usize>> {
+        let grp = s.group.as_ref().ok_or(GASPI_ERR_INV_GROUP)?;
+        if (need_commit && !grp.committed) || !grp.members.contains(&self.rank) {
+            return Err(GASPI_ERR_INV_GROUP);
+        }
+        Ok(grp.members.clone())
+    }
+
+    /// The barrier over group `g` (committed or being committed).
+    pub fn group_barrier(&self, g: gaspi_group_t, timeout: u64, commit: bool) -> R<()> {
+        let mut s = self.group(g)?;
+        let members = self.members(&s, !commit)?;
+        let gi = g as usize;
+        if !s.bar_pending {
+            for &m in &members {
+                if m != self.rank {
+                    s.bexp[m] += 1;
+                    self.bump(m, self.bar(gi, self.rank))?;
+                }
+            }
+            s.bar_pending = true;
+        }
+        let bexp = s.bexp.clone();
+        poll(timeout, || {
+            for &m in &members {
+                if m != self.rank && self.word(self.bar(gi, m)).load(Ordering::Acquire) < bexp[m] {
+                    if self.health(m) == tiers_cluster::Health::Failed {
+                        return Err(GASPI_ERROR);
+                    }
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })?;
+        s.bar_pending = false;
+        if commit {
+            if let Some(grp) = s.group.as_mut() {
+                grp.committed = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gathers `input` (at most `REDUCE_SLOT` bytes) from every member of `g` and combines the
+    /// contributions in member order with `combine(acc, next)`.
+    pub fn group_reduce(
+        &self,
+        g: gaspi_group_t,
+        input: &[u8],
+        output: &mut [u8],
+        timeout: u64,
+        mut combine: impl FnMut(&mut [u8], &[u8]) -> R<()>,
+    ) -> R<()> {
+        if input.len() > REDUCE_SLOT || output.len() != input.len() {
+            return Err(GASPI_ERR_INV_NUM);
+        }
+        let mut s = self.group(g)?;
+        let members = self.members(&s, true)?;
+        let gi = g as usize;
+        let parity = match s.red_pending {
+            Some(p) => p,
+            None => {
+                let p = (s.rdone % 2) as usize;
+                let mine = self.slot(gi, p, self.rank);
+                // SAFETY: the slot is this rank's, inside the heap, REDUCE_SLOT bytes long.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(input.as_ptr(), self.base.add(mine), input.len())
+                };
+                let q = self.w.queue(QUEUES - 1).map_err(err)?;
+                for &m in &members {
+                    if m != self.rank && !input.is_empty() {
+                        q.write(HEAP.at(mine), HEAP.on(m, mine), input.len())
+                            .map_err(err)?;
+                    }
+                }
+                if !self.mem_engine {
+                    q.wait(tiers_cluster::Timeout::Block).map_err(err)?;
+                }
+                for &m in &members {
+                    if m != self.rank {
+                        s.rexp[m] += 1;
+                        self.bump(m, self.rcnt(gi, self.rank))?;
+                    }
+                }
+                s.red_pending = Some(p);
+                p
+            }
+        };
+        let rexp = s.rexp.clone();
+        poll(timeout, || {
+            for &m in &members {
+                if m != self.rank && self.word(self.rcnt(gi, m)).load(Ordering::Acquire) < rexp[m] {
+                    if self.health(m) == tiers_cluster::Health::Failed {
+                        return Err(GASPI_ERROR);
+                    }
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })?;
+        let at = |m: usize| {
+            // SAFETY: slot m of this rank's heap, written completely before m's count arrived.
+            unsafe {
+                std::slice::from_raw_parts(self.base.add(self.slot(gi, parity, m)), input.len())
+            }
+        };
+        output.copy_from_slice(at(members[0]));
+        for &m in &members[1..] {
+            combine(output, at(m))?;
+        }
+        s.red_pending = None;
+        s.rdone += 1;
+        Ok(())
+    }
+}
+
+macro_rules! fold {
+    ($acc:expr, $x:expr, $t:ty, $op:expr, $sum:path) => {{
+        let n = $acc.len() / std::mem::size_of::<$t>();
+        for i in 0..n {
+            let o = i * std::mem::size_of::<$t>();
+            let a = <$t>::from_ne_bytes($acc[o..o + std::mem::size_of::<$t>()].try_into().unwrap());
+            let b = <$t>::from_ne_bytes($x[o..o + std::mem::size_of::<$t>()].try_into().unwrap());
+            let r: $t = match $op {
+                0 => {
+                    if b < a {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                1 => {
+                    if b > a {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                _ => $sum(a, b),
+            };
+            $acc[o..o + std::mem::size_of::<$t>()].copy_from_slice(&r.to_ne_bytes());
+        }
+    }};
+}
+
+/// `acc = acc op x` for a GASPI type and operation (integers wrap).
+pub fn combine(ty: i32, op: i32, acc: &mut [u8], x: &[u8]) {
+    match ty {
+        0 => fold!(acc, x, i32, op, i32::wrapping_add),
+        1 => fold!(acc, x, u32, op, u32::wrapping_add),
+        2 => fold!(acc, x, f32, op, std::ops::Add::add),
+        3 => fold!(acc, x, f64, op, std::ops::Add::add),
+        4 => fold!(acc, x, i64, op, i64::wrapping_add),
+        _ => fold!(acc, x, u64, op, u64::wrapping_add),
+    }
+}
+
+/// Bytes of a GASPI type.
+pub fn type_size(ty: i32) -> Option<usize> {
+    match ty {
+        0..=2 => Some(4),
+        3..=5 => Some(8),
+        _ => None,
+    }
+}

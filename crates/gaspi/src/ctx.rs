@@ -1,0 +1,576 @@
+//! The state of a GASPI process on tiers: one world, one heap, and GASPI's segments,
+//! notifications, queues and groups laid out in that heap.
+//!
+//! The cluster tier registers segments collectively (every rank, one barrier), while GASPI
+//! allocates segments locally and registers them rank by rank, 255 of them with 65,536
+//! notifications each. So the library creates one tiers segment per rank, the *heap*, at
+//! `gaspi_proc_init` (virtual memory only: pages are committed when touched and returned when
+//! a segment is deleted), and every GASPI object lives at an offset in it:
+//!
+//! | offset | what |
+//! |---|---|
+//! | 0 | the kill word (`gaspi_proc_kill`) |
+//! | `dir` | `[rank][segment]` directory entries: data offset, size, notification offset, valid |
+//! | `bar` | `[group][rank]` barrier counters, incremented by the peers |
+//! | `rcnt` | `[group][rank]` allreduce counters |
+//! | `slots` | `[group][2][rank]` allreduce contributions |
+//! | `arena` | GASPI segments: notification words (8 bytes each), then the data |
+//!
+//! Data moves with the cluster tier's queues between heap offsets; notifications are set with
+//! its remote atomics (a write of the data first, so a notification never overtakes its data);
+//! barriers and reductions over groups count with remote fetch-and-add.
+
+use crate::types::*;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tiers_cluster::{Error, Health, SegId, Timeout, Transfer, World, QUEUES};
+
+pub type R<T> = std::result::Result<T, i32>;
+
+const NSEG: usize = 256;
+const PAGE: usize = 4096;
+/// The heap is tiers segment 0.
+pub const HEAP: SegId = SegId(0);
+
+fn align(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+/// Converts a GASPI timeout.
+pub fn tmo(t: gaspi_timeout_t) -> Timeout {
+    match t {
+        GASPI_BLOCK => Timeout::Block,
+        GASPI_TEST => Timeout::Test,
+        ms => Timeout::millis(ms),
+    }
+}
+
+/// A cluster-tier error as a GASPI return code.
+pub fn code(e: &Error) -> i32 {
+    match e {
+        Error::Timeout => GASPI_TIMEOUT,
+        Error::QueueFull { .. } => GASPI_QUEUE_FULL,
+        Error::NoSuchRank { .. } => GASPI_ERR_INV_RANK,
+        Error::NoSuchSegment { .. } | Error::SegmentIdTooLarge { .. } => GASPI_ERR_INV_SEG,
+        Error::OutOfBounds { .. } => GASPI_ERR_INV_REM_OFF,
+        Error::Misaligned { .. } => GASPI_ERR_UNALIGN_OFF,
+        Error::NoSuchQueue { .. } => GASPI_ERR_INV_QUEUE,
+        Error::NoSuchNotification { .. } => GASPI_ERR_INV_NOTIF_ID,
+        Error::ZeroNotification { .. } => GASPI_ERR_INV_NOTIF_VAL,
+        Error::MessageTooLarge { .. } | Error::BufferTooSmall { .. } => GASPI_ERR_INV_COMMSIZE,
+        _ => GASPI_ERROR,
+    }
+}
+
+pub fn err(e: Error) -> i32 {
+    code(&e)
+}
+
+/// Polls `cond` until it holds or `timeout` runs out: spins, then yields, then sleeps.
+pub fn poll(timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
+    let start = Instant::now();
+    let mut i = 0u32;
+    loop {
+        if cond()? {
+            return Ok(());
+        }
+        if timeout == GASPI_TEST
+            || (timeout != GASPI_BLOCK && start.elapsed() >= Duration::from_millis(timeout))
+        {
+            return Err(GASPI_TIMEOUT);
+        }
+        i = i.saturating_add(1);
+        if i < 200 {
+            std::hint::spin_loop();
+        } else if i < 2000 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// A local GASPI segment.
+#[derive(Clone, Copy, Debug)]
+pub struct Seg {
+    /// Heap offset of the allocation (the notification words).
+    pub notif: usize,
+    /// Heap offset of the data.
+    pub data: usize,
+    /// Bytes of data.
+    pub size: usize,
+    /// Bytes of the allocation.
+    pub total: usize,
+    /// The user's pointer for a bound segment (null otherwise).
+    pub user: usize,
+}
+
+/// Where a segment lies at some rank.
+#[derive(Clone, Copy, Debug)]
+pub struct Remote {
+    pub data: usize,
+    pub size: usize,
+    pub notif: usize,
+}
+
+pub struct Group {
+    pub members: Vec<usize>,
+    pub committed: bool,
+}
+
+/// A group id's slot: the group, and the counts that survive its deletion (so that a new
+/// group on the same id never mistakes old arrivals for new ones).
+pub struct GroupSlot {
+    pub group: Option<Group>,
+    pub bar_pending: bool,
+    pub bexp: Vec<u64>,
+    pub red_pending: Option<usize>,
+    pub rexp: Vec<u64>,
+    pub rdone: u64,
+}
+
+pub struct Layout {
+    pub dir: usize,
+    pub bar: usize,
+    pub rcnt: usize,
+    pub slots: usize,
+    pub arena: usize,
+}
+
+impl Layout {
+    pub fn new(n: usize) -> Layout {
+        let dir = PAGE;
+        let bar = align(dir + n * NSEG * 32, 64);
+        let rcnt = bar + GROUP_MAX * n * 8;
+        let slots = align(rcnt + GROUP_MAX * n * 8, PAGE);
+        let arena = align(slots + GROUP_MAX * 2 * n * REDUCE_SLOT, 1 << 21);
+        Layout {
+            dir,
+            bar,
+            rcnt,
+            slots,
+            arena,
+        }
+    }
+}
+
+pub struct Ctx {
+    pub w: World,
+    pub rank: usize,
+    pub n: usize,
+    pub base: *mut u8,
+    pub heap_len: usize,
+    pub lay: Layout,
+    pub cfg: gaspi_config_t,
+    pub mem_engine: bool,
+    pub segs: RwLock<Vec<Option<Seg>>>,
+    free: Mutex<Vec<(usize, usize)>>,
+    pub posted: Vec<AtomicUsize>,
+    pub queue_exists: Vec<AtomicBool>,
+    pub groups: Vec<Mutex<GroupSlot>>,
+    pub start: Instant,
+    pub stop: AtomicBool,
+}
+
+// SAFETY: `base` is the heap mapping, alive as long as the world; all shared state is in
+// atomics, locks or the heap's atomic words.
+unsafe impl Send for Ctx {}
+// SAFETY: as above.
+unsafe impl Sync for Ctx {}
+
+static CTX: AtomicPtr<Ctx> = AtomicPtr::new(std::ptr::null_mut());
+pub static CONFIG: Mutex<Option<gaspi_config_t>> = Mutex::new(None);
+
+pub fn config() -> gaspi_config_t {
+    CONFIG
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(default_config)
+}
+
+/// The running process's context.
+pub fn ctx() -> R<&'static Ctx> {
+    let p = CTX.load(Ordering::Acquire);
+    if p.is_null() {
+        return Err(GASPI_ERR_NOINIT);
+    }
+    // SAFETY: set by init from a leaked box, cleared by term.
+    Ok(unsafe { &*p })
+}
+
+pub fn initialized() -> bool {
+    !CTX.load(Ordering::Acquire).is_null()
+}
+
+fn heap_size() -> usize {
+    let parse = |v: &str| -> Option<usize> {
+        let v = v.trim();
+        let (num, mul) = match v.chars().last()? {
+            'G' | 'g' => (&v[..v.len() - 1], 1usize << 30),
+            'M' | 'm' => (&v[..v.len() - 1], 1 << 20),
+            'K' | 'k' => (&v[..v.len() - 1], 1 << 10),
+            _ => (v, 1),
+        };
+        num.parse::<usize>().ok()?.checked_mul(mul)
+    };
+    std::env::var("TIERS_GASPI_HEAP")
+        .ok()
+        .and_then(|v| parse(&v))
+        .unwrap_or(32 << 30)
+}
+
+/// `gaspi_proc_init`: joins the job, creates the heap, starts the kill watcher.
+pub fn init(timeout: gaspi_timeout_t) -> R<()> {
+    if initialized() {
+        return Err(GASPI_ERR_INITED);
+    }
+    let cfg = config();
+    let t = match timeout {
+        GASPI_BLOCK => Duration::from_secs(365 * 86400),
+        ms => Duration::from_millis(ms.max(1)),
+    };
+    let w = tiers_cluster::Builder::new()
+        .queue_depth(1 << 24)
+        .init_timeout(t)
+        .build()
+        .map_err(err)?;
+    let n = w.size();
+    let rank = w.rank();
+    let lay = Layout::new(n);
+    let heap_len = heap_size().max(lay.arena + (64 << 20));
+    let base = w
+        .segment_timeout(HEAP, heap_len, tmo(timeout))
+        .map_err(err)?
+        .as_ptr();
+    let mem_engine = matches!(w.engine_name(), "shm" | "local");
+    let qn = cfg.queue_num.min(QUEUE_MAX) as usize;
+    let c = Box::new(Ctx {
+        rank,
+        n,
+        base,
+        heap_len,
+        cfg,
+        mem_engine,
+        segs: RwLock::new(vec![None; NSEG]),
+        free: Mutex::new(vec![(lay.arena, heap_len - lay.arena)]),
+        lay,
+        posted: (0..QUEUE_MAX).map(|_| AtomicUsize::new(0)).collect(),
+        queue_exists: (0..QUEUE_MAX as usize)
+            .map(|q| AtomicBool::new(q < qn))
+            .collect(),
+        groups: (0..GROUP_MAX)
+            .map(|g| {
+                Mutex::new(GroupSlot {
+                    group: (g == 0).then(|| Group {
+                        members: (0..n).collect(),
+                        committed: true,
+                    }),
+                    bar_pending: false,
+                    bexp: vec![0; n],
+                    red_pending: None,
+                    rexp: vec![0; n],
+                    rdone: 0,
+                })
+            })
+            .collect(),
+        start: Instant::now(),
+        stop: AtomicBool::new(false),
+        w,
+    });
+    let p = Box::into_raw(c);
+    CTX.store(p, Ordering::Release);
+    let addr = p as usize;
+    // The kill watcher: `gaspi_proc_kill` sets this rank's kill word.
+    std::thread::Builder::new()
+        .name("gaspi-kill".into())
+        .spawn(move || {
+            // SAFETY: the context outlives the watcher (term stops it before freeing).
+            let c = unsafe { &*(addr as *const Ctx) };
+            while !c.stop.load(Ordering::Acquire) {
+                if c.word(0).load(Ordering::Acquire) != 0 {
+                    // SAFETY: ends the process at once, as GPI-2's kill does.
+                    unsafe { libc::_exit(0) };
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .map_err(|_| GASPI_ERROR)?;
+    Ok(())
+}
+
+/// `gaspi_proc_term`.
+pub fn term() -> R<()> {
+    let p = CTX.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if p.is_null() {
+        return Err(GASPI_ERR_NOINIT);
+    }
+    // SAFETY: from init's Box; the watcher is told to stop and keeps its pointer only while
+    // it sleeps, so the context is leaked rather than freed, and the world left explicitly.
+    let c = unsafe { &*p };
+    c.stop.store(true, Ordering::Release);
+    std::thread::sleep(Duration::from_millis(3));
+    // SAFETY: nobody else reaches the context once CTX is cleared (calls racing term are
+    // the program's error); the world is dropped once.
+    unsafe { std::ptr::drop_in_place(p) };
+    Ok(())
+}
+
+impl Ctx {
+    /// The 8-byte word at heap offset `off` (8-aligned, inside the heap).
+    pub fn word(&self, off: usize) -> &AtomicU64 {
+        debug_assert!(off % 8 == 0 && off + 8 <= self.heap_len);
+        // SAFETY: aligned and inside the heap mapping, which lives as long as self.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    pub fn dir(&self, rank: usize, seg: usize) -> usize {
+        self.lay.dir + (rank * NSEG + seg) * 32
+    }
+    pub fn bar(&self, g: usize, rank: usize) -> usize {
+        self.lay.bar + (g * self.n + rank) * 8
+    }
+    pub fn rcnt(&self, g: usize, rank: usize) -> usize {
+        self.lay.rcnt + (g * self.n + rank) * 8
+    }
+    pub fn slot(&self, g: usize, parity: usize, rank: usize) -> usize {
+        self.lay.slots + ((g * 2 + parity) * self.n + rank) * REDUCE_SLOT
+    }
+
+    pub fn check_rank(&self, rank: gaspi_rank_t) -> R<usize> {
+        let r = rank as usize;
+        if r >= self.n {
+            return Err(GASPI_ERR_INV_RANK);
+        }
+        Ok(r)
+    }
+
+    pub fn seg(&self, id: gaspi_segment_id_t) -> R<Seg> {
+        self.segs.read().unwrap_or_else(|e| e.into_inner())[id as usize].ok_or(GASPI_ERR_INV_SEG)
+    }
+
+    /// Segment `id` as `rank` registered it with this rank.
+    pub fn remote(&self, rank: usize, id: gaspi_segment_id_t) -> R<Remote> {
+        if rank == self.rank {
+            let s = self.seg(id)?;
+            return Ok(Remote {
+                data: s.data,
+                size: s.size,
+                notif: s.notif,
+            });
+        }
+        let e = self.dir(rank, id as usize);
+        if self.word(e + 24).load(Ordering::Acquire) == 0 {
+            return Err(GASPI_ERR_INV_SEG);
+        }
+        Ok(Remote {
+            data: self.word(e).load(Ordering::Relaxed) as usize,
+            size: self.word(e + 8).load(Ordering::Relaxed) as usize,
+            notif: self.word(e + 16).load(Ordering::Relaxed) as usize,
+        })
+    }
+
+    /// Allocates segment `id` of `size` bytes locally.
+    pub fn alloc(&self, id: gaspi_segment_id_t, size: usize, user: usize) -> R<Seg> {
+        if id as u32 >= self.cfg.segment_max.min(SEGMENT_MAX) {
+            return Err(GASPI_ERR_INV_SEG);
+        }
+        if size == 0 {
+            return Err(GASPI_ERR_INV_SEGSIZE);
+        }
+        let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        if segs[id as usize].is_some() {
+            return Err(GASPI_ERR_INV_SEG);
+        }
+        if segs.iter().filter(|s| s.is_some()).count() >= self.cfg.segment_max as usize {
+            return Err(GASPI_ERR_MANY_SEG);
+        }
+        let nbytes = align(self.cfg.notification_num as usize * 8, PAGE);
+        let total = nbytes
+            .checked_add(align(size, PAGE))
+            .ok_or(GASPI_ERR_MEMALLOC)?;
+        let notif = {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let i = free
+                .iter()
+                .position(|&(_, l)| l >= total)
+                .ok_or(GASPI_ERR_MEMALLOC)?;
+            let (o, l) = free[i];
+            if l == total {
+                free.remove(i);
+            } else {
+                free[i] = (o + total, l - total);
+            }
+            o
+        };
+        let s = Seg {
+            notif,
+            data: notif + nbytes,
+            size,
+            total,
+            user,
+        };
+        segs[id as usize] = Some(s);
+        let e = self.dir(self.rank, id as usize);
+        self.word(e).store(s.data as u64, Ordering::Relaxed);
+        self.word(e + 8).store(size as u64, Ordering::Relaxed);
+        self.word(e + 16).store(s.notif as u64, Ordering::Relaxed);
+        self.word(e + 24).store(1, Ordering::Release);
+        Ok(s)
+    }
+
+    /// Deletes segment `id` locally; its memory reads as zero when reused.
+    pub fn delete(&self, id: gaspi_segment_id_t) -> R<()> {
+        let s = {
+            let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
+            segs[id as usize].take().ok_or(GASPI_ERR_INV_SEG)?
+        };
+        self.word(self.dir(self.rank, id as usize) + 24)
+            .store(0, Ordering::Release);
+        // SAFETY: the range is page-aligned inside the heap and belongs to no segment now.
+        unsafe {
+            let p = self.base.add(s.notif);
+            if s.user != 0 {
+                libc::munmap(s.user as *mut libc::c_void, align(s.size, PAGE));
+            }
+            if libc::madvise(p as *mut libc::c_void, s.total, libc::MADV_REMOVE) != 0 {
+                std::ptr::write_bytes(p, 0, s.total);
+            }
+        }
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        free.push((s.notif, s.total));
+        free.sort_unstable();
+        let mut out: Vec<(usize, usize)> = Vec::with_capacity(free.len());
+        for &(o, l) in free.iter() {
+            match out.last_mut() {
+                Some((po, pl)) if *po + *pl == o => *pl += l,
+                _ => out.push((o, l)),
+            }
+        }
+        *free = out;
+        Ok(())
+    }
+
+    /// Makes segment `id` known at `rank` (writes this rank's directory entry there).
+    pub fn register(&self, id: gaspi_segment_id_t, rank: usize, timeout: u64) -> R<()> {
+        self.seg(id)?;
+        if rank == self.rank {
+            return Ok(());
+        }
+        let e = self.dir(self.rank, id as usize);
+        let q = self.w.queue(QUEUES - 1).map_err(err)?;
+        q.write(HEAP.at(e), HEAP.on(rank, e), 32).map_err(err)?;
+        q.wait(tmo(timeout)).map_err(err)
+    }
+
+    /// The user's view of segment `id`.
+    pub fn ptr(&self, s: &Seg) -> *mut u8 {
+        if s.user != 0 {
+            s.user as *mut u8
+        } else {
+            // SAFETY: inside the heap.
+            unsafe { self.base.add(s.data) }
+        }
+    }
+
+    /// Checks a queue id.
+    pub fn queue(&self, q: gaspi_queue_id_t) -> R<usize> {
+        let q = q as usize;
+        if q >= QUEUE_MAX as usize || !self.queue_exists[q].load(Ordering::Acquire) {
+            return Err(GASPI_ERR_INV_QUEUE);
+        }
+        Ok(q)
+    }
+
+    /// Reserves `k` entries of GASPI queue `q`.
+    pub fn reserve(&self, q: usize, k: usize) -> R<()> {
+        let c = &self.posted[q];
+        let old = c.fetch_add(k, Ordering::Relaxed);
+        if old + k > self.cfg.queue_size_max as usize {
+            c.fetch_sub(k, Ordering::Relaxed);
+            return Err(GASPI_QUEUE_FULL);
+        }
+        Ok(())
+    }
+
+    pub fn unreserve(&self, q: usize, k: usize) {
+        self.posted[q].fetch_sub(k, Ordering::Relaxed);
+    }
+
+    /// The cluster-tier queue that carries GASPI queue `q`.
+    pub fn tq(&self, q: usize) -> tiers_cluster::Queue<'_> {
+        self.w.queue(q % QUEUES).expect("queue index below QUEUES")
+    }
+
+    /// Checks a transfer and turns it into heap offsets.
+    pub fn transfer(
+        &self,
+        lseg: gaspi_segment_id_t,
+        loff: u64,
+        rank: gaspi_rank_t,
+        rseg: gaspi_segment_id_t,
+        roff: u64,
+        size: u64,
+    ) -> R<Transfer> {
+        let r = self.check_rank(rank)?;
+        if size > self.cfg.transfer_size_max {
+            return Err(GASPI_ERR_INV_COMMSIZE);
+        }
+        let l = self.seg(lseg)?;
+        if loff.checked_add(size).is_none_or(|e| e > l.size as u64) {
+            return Err(GASPI_ERR_INV_LOC_OFF);
+        }
+        let rm = self.remote(r, rseg)?;
+        if roff.checked_add(size).is_none_or(|e| e > rm.size as u64) {
+            return Err(GASPI_ERR_INV_REM_OFF);
+        }
+        Ok(Transfer::new(
+            HEAP.at(l.data + loff as usize),
+            HEAP.on(r, rm.data + roff as usize),
+            size as usize,
+        ))
+    }
+
+    /// Sets notification word `off` at `rank` to `value`, after the data posted before it on
+    /// tiers queue `tq` (a mem engine copies at post time, so only other engines wait).
+    pub fn set_notification(&self, tq: usize, rank: usize, off: usize, value: u64) -> R<()> {
+        if rank == self.rank {
+            self.word(off).store(value, Ordering::Release);
+            return Ok(());
+        }
+        if !self.mem_engine {
+            self.w
+                .queue(tq)
+                .map_err(err)?
+                .wait(Timeout::Block)
+                .map_err(err)?;
+        }
+        let mut old = 0;
+        loop {
+            let got = self
+                .w
+                .atomic_compare_swap(HEAP, off, rank, old, value)
+                .map_err(err)?;
+            if got == old {
+                return Ok(());
+            }
+            old = got;
+        }
+    }
+
+    /// Adds one to counter word `off` at `rank`.
+    pub fn bump(&self, rank: usize, off: usize) -> R<()> {
+        if rank == self.rank {
+            self.word(off).fetch_add(1, Ordering::AcqRel);
+            return Ok(());
+        }
+        self.w
+            .atomic_fetch_add(HEAP, off, rank, 1)
+            .map(|_| ())
+            .map_err(err)
+    }
+
+    pub fn health(&self, r: usize) -> Health {
+        self.w.health(r).unwrap_or(Health::Failed)
+    }
+}

@@ -1,0 +1,90 @@
+//! `tiers bench redblack`: RedBlack3D's variants (`tiers redblack`) in one run, alternated
+//! round by round, under `tiers run -n N -- tiers bench redblack [N_MESH]` (or on one rank).
+//! Each row is the median over rounds of the maximum over ranks, in ms per iteration (a red
+//! and a black half-sweep, each after a halo exchange), split into total, wait and comp.
+//! `limit` (computation only, no exchange) is the time overlap can at best reach.
+
+use super::{Ctx, Outcome};
+use crate::cmd::redblack::{solve, summarize, Params, Variant};
+use tiers_bench::{median, progress, Report};
+use tiers_cluster::World;
+
+const ROUNDS: usize = 5;
+const ITERS: usize = 50;
+
+fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String> {
+    let e = |e: tiers_cluster::Error| e.to_string();
+    let variants = [
+        Variant::Plain,
+        Variant::Caller,
+        Variant::Proxy,
+        Variant::Limit,
+    ];
+    let mut r = Report::new("redblack", "ms/iter", true);
+    for &threads in &ctx.opts.threads {
+        // samples[variant][part][round]
+        let mut samples = vec![[Vec::new(), Vec::new(), Vec::new()]; variants.len()];
+        for round in 0..ROUNDS {
+            if w.rank() == 0 {
+                progress(
+                    &ctx.opts,
+                    format!("redblack n={n} threads={threads} round {round}"),
+                );
+            }
+            for (vi, &v) in variants.iter().enumerate() {
+                let p = Params {
+                    n,
+                    iters: ITERS,
+                    threads,
+                    variant: v,
+                    weights: vec![1; threads],
+                };
+                let (b, t) = solve(w, &p).map_err(e)?;
+                let (tm, _, _) = summarize(w, &b, &t).map_err(e)?;
+                for part in 0..3 {
+                    samples[vi][part].push(tm[part] * 1e3 / ITERS as f64);
+                }
+            }
+        }
+        for (vi, &v) in variants.iter().enumerate() {
+            for (part, name) in ["total", "wait", "comp"].iter().enumerate() {
+                r.push(
+                    v.name(),
+                    &[
+                        ("ranks", w.size().into()),
+                        ("threads", threads.into()),
+                        ("n", n.into()),
+                        ("part", (*name).into()),
+                    ],
+                    median(&samples[vi][part]),
+                );
+            }
+        }
+    }
+    r.note(format!(
+        "engine {}; median of {ROUNDS} rounds (variants alternated), max over ranks; \
+         proxy runs threads + 1 threads; limit has no exchange (not a correct answer across ranks)",
+        w.engine_name()
+    ));
+    Ok((w.rank() == 0).then_some(r))
+}
+
+/// Runs the benchmark on every rank of the job.
+pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
+    let n = match ctx.args.first() {
+        Some(a) => a
+            .parse()
+            .map_err(|_| format!("tiers bench redblack: {a}: not a mesh size"))?,
+        None => 64,
+    };
+    let results = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, ctx, n)))?;
+    let mut report = None;
+    for (rank, r) in results {
+        match r {
+            Ok(Some(rep)) => report = Some(rep),
+            Ok(None) => {}
+            Err(e) => return Err(format!("tiers bench redblack: rank {rank}: {e}").into()),
+        }
+    }
+    Ok(report)
+}
