@@ -124,7 +124,8 @@ impl Report {
         row
     }
 
-    /// The value of the limit row that bounds `row`, if one was measured (not for a limit row).
+    /// The value of the limit row that bounds `row`, if one was measured and is positive (not
+    /// for a limit row).
     pub fn limit_of(&self, row: &Row) -> Option<f64> {
         if row.is_limit() {
             return None;
@@ -138,6 +139,8 @@ impl Report {
                         .all(|(k, v)| row.params.iter().any(|(rk, rv)| rk == k && rv == v))
             })
             .map(|l| l.value)
+            // A limit of nothing (a part with no time) bounds nothing.
+            .filter(|l| l.is_finite() && *l > 0.0)
     }
 
     /// Adds a note.
@@ -578,6 +581,13 @@ mod tests {
             line("limit").contains("0.500x  ") && line("limit").ends_with("1.000x"),
             "{t}"
         );
+
+        // A limit of zero (a part that takes no time) bounds nothing.
+        let mut r = Report::new("redblack", "ms", true);
+        r.push("plain", &[("part", "wait".into())], 0.3);
+        r.push_limit(&[("part", "wait".into())], 0.0, "no exchange");
+        assert_eq!(r.limit_of(&r.rows[0]), None);
+        assert!(r.to_json()["results"][0].get("vs_limit").is_none());
     }
 
     #[test]
