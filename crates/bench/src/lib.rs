@@ -11,8 +11,14 @@
 //! ```
 //!
 //! A row carries the parameters that tell it apart (`threads`, `ranks`, `bytes`, `op`, `size`).
+//!
+//! The physical limit a benchmark chases is one more row, `"impl": "limit"`, measured in the
+//! same comparison, with a `"measured"` field saying how (see [`limit`]); other rows then carry
+//! `"vs_limit"`, their value divided by that limit, and the table prints it as a column.
 
 #![deny(missing_docs)]
+
+pub mod limit;
 
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
@@ -53,6 +59,13 @@ pub struct Row {
     pub value: f64,
     /// Extra fields printed in the JSON row (e.g. `min`, `max`, `samples`, `algorithm`).
     pub extra: Vec<(String, Value)>,
+}
+
+impl Row {
+    /// Whether this is a [`limit`] row.
+    pub fn is_limit(&self) -> bool {
+        self.imp == limit::IMPL
+    }
 }
 
 /// The result of one benchmark.
@@ -96,6 +109,40 @@ impl Report {
         self.rows.last_mut().expect("just pushed")
     }
 
+    /// Adds the [`limit`] row of a configuration: `params` are those it bounds (a limit row
+    /// bounds every row that has the same values for all of them, whatever else it has);
+    /// `measured` says how it was measured.
+    pub fn push_limit(
+        &mut self,
+        params: &[(&str, Value)],
+        value: f64,
+        measured: impl Into<String>,
+    ) -> &mut Row {
+        let row = self.push(limit::IMPL, params, value);
+        row.extra
+            .push(("measured".into(), Value::String(measured.into())));
+        row
+    }
+
+    /// The value of the limit row that bounds `row`, if one was measured and is positive (not
+    /// for a limit row).
+    pub fn limit_of(&self, row: &Row) -> Option<f64> {
+        if row.is_limit() {
+            return None;
+        }
+        self.rows
+            .iter()
+            .find(|l| {
+                l.is_limit()
+                    && l.params
+                        .iter()
+                        .all(|(k, v)| row.params.iter().any(|(rk, rv)| rk == k && rv == v))
+            })
+            .map(|l| l.value)
+            // A limit of nothing (a part with no time) bounds nothing.
+            .filter(|l| l.is_finite() && *l > 0.0)
+    }
+
     /// Adds a note.
     pub fn note(&mut self, s: impl Into<String>) {
         self.notes.push(s.into());
@@ -113,6 +160,9 @@ impl Report {
                     m.insert(k.clone(), v.clone());
                 }
                 m.insert("value".into(), json!(r.value));
+                if let Some(l) = self.limit_of(r) {
+                    m.insert("vs_limit".into(), json!(r.value / l));
+                }
                 Value::Object(m)
             })
             .collect();
@@ -140,8 +190,9 @@ impl Report {
     }
 
     /// A readable table: rows grouped by their parameters; within a group, each value with its
-    /// ratio to the group's first row (the reference, normally tiers' best or the peer named
-    /// first) and a mark on the best.
+    /// ratio to the group's first row that is not the limit (the reference, normally tiers'
+    /// best or the peer named first) and a mark on the best. With limit rows, a `vs limit`
+    /// column (the value over its limit) and a `limit:` line per distinct way of measuring.
     pub fn table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
@@ -193,18 +244,40 @@ impl Report {
             .max()
             .unwrap_or(4)
             .max(4);
+        // Each parameter column as wide as its name and its widest value, at least 9.
+        let widths: Vec<usize> = param_names
+            .iter()
+            .map(|p| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.params.iter().find(|(k, _)| k == p))
+                    .map(|(_, v)| fmt_value(v).len())
+                    .chain([p.len(), 9])
+                    .max()
+                    .unwrap_or(9)
+            })
+            .collect();
         let mut header = String::new();
-        for p in &param_names {
-            let _ = write!(header, "{p:>9} ");
+        for (p, w) in param_names.iter().zip(&widths) {
+            let _ = write!(header, "{p:>w$} ");
         }
+        let with_limit = self.rows.iter().any(Row::is_limit);
         let _ = writeln!(
             out,
-            "{header}{:<imp_w$} {:>14} {:>9}",
-            "impl", "value", "ratio"
+            "{header}{:<imp_w$} {:>14} {:>9}{}",
+            "impl",
+            "value",
+            "ratio",
+            if with_limit { "  vs limit" } else { "" }
         );
         for (_, rows) in &groups {
-            let reference = rows[0].value;
-            let best = rows.iter().map(|r| r.value).fold(
+            let reference = rows
+                .iter()
+                .find(|r| !r.is_limit())
+                .unwrap_or(&rows[0])
+                .value;
+            let rivals = rows.iter().filter(|r| !r.is_limit()).count();
+            let best = rows.iter().filter(|r| !r.is_limit()).map(|r| r.value).fold(
                 if self.lower_is_better {
                     f64::INFINITY
                 } else {
@@ -220,32 +293,49 @@ impl Report {
             );
             for r in rows {
                 let mut line = String::new();
-                for p in &param_names {
+                for (p, w) in param_names.iter().zip(&widths) {
                     let v = r
                         .params
                         .iter()
                         .find(|(k, _)| k == p)
                         .map_or("-".into(), |(_, v)| fmt_value(v));
-                    let _ = write!(line, "{v:>9} ");
+                    let _ = write!(line, "{v:>w$} ");
                 }
                 let ratio = if reference != 0.0 {
                     r.value / reference
                 } else {
                     f64::NAN
                 };
+                let vs_limit = match self.limit_of(r) {
+                    Some(l) => format!(" {:>8.3}x", r.value / l),
+                    None if r.is_limit() => format!(" {:>8.3}x", 1.0),
+                    None if with_limit => format!(" {:>9}", "-"),
+                    None => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "{line}{:<imp_w$} {:>14} {:>8.3}x{}",
+                    "{line}{:<imp_w$} {:>14} {:>8.3}x{vs_limit}{}",
                     r.imp,
                     fmt_num(r.value),
                     ratio,
-                    if r.value == best && rows.len() > 1 {
+                    if r.value == best && rivals > 1 && !r.is_limit() {
                         "  *best"
                     } else {
                         ""
                     }
                 );
             }
+        }
+        let mut measured: Vec<&str> = Vec::new();
+        for r in self.rows.iter().filter(|r| r.is_limit()) {
+            if let Some((_, Value::String(m))) = r.extra.iter().find(|(k, _)| k == "measured") {
+                if !measured.contains(&m.as_str()) {
+                    measured.push(m);
+                }
+            }
+        }
+        for m in measured {
+            let _ = writeln!(out, "limit: {m}");
         }
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
@@ -278,16 +368,14 @@ pub fn fmt_num(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 || !v.is_finite() {
         format!("{v}")
-    } else if a >= 1e9 {
-        format!("{v:.4e}")
+    } else if !(1e-6..1e9).contains(&a) {
+        format!("{v:.3e}")
     } else if a >= 1000.0 {
         format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
     } else {
-        format!("{v:.4}")
+        // Digits after the point for four significant ones: 2 from 10 up, 6 at 0.001.
+        let decimals = (3 - a.log10().floor() as i32).clamp(1, 9) as usize;
+        format!("{v:.decimals$}")
     }
 }
 
@@ -444,6 +532,65 @@ mod tests {
     }
 
     #[test]
+    fn limit_rows_bound_the_rows_that_share_their_parameters() {
+        let mut r = Report::new("ranks", "ns", true);
+        r.push(
+            "tiers-shm",
+            &[("op", "barrier".into()), ("ranks", 2.into())],
+            300.0,
+        );
+        r.push(
+            "tiers-shm",
+            &[("op", "barrier".into()), ("ranks", 3.into())],
+            900.0,
+        );
+        r.push_limit(&[("ranks", 2.into())], 100.0, "a round trip");
+        assert_eq!(r.limit_of(&r.rows[0]), Some(100.0));
+        assert_eq!(r.limit_of(&r.rows[1]), None, "no limit measured at 3 ranks");
+        assert_eq!(r.limit_of(&r.rows[2]), None, "a limit has no limit");
+        let j = r.to_json();
+        assert_eq!(j["results"][0]["vs_limit"], 3.0);
+        assert!(j["results"][1].get("vs_limit").is_none());
+        assert_eq!(j["results"][2]["impl"], "limit");
+        assert_eq!(j["results"][2]["measured"], "a round trip");
+        let t = r.table();
+        assert!(t.contains("vs limit") && t.contains("3.000x"), "{t}");
+        assert!(t.contains("limit: a round trip"), "{t}");
+        // In a group of its own, or with one rival, nothing is marked best.
+        assert!(!t.contains("*best"), "{t}");
+
+        // Inside a group: the ratio is against the first row that is not the limit, and the
+        // limit is never the best even when it is the smallest.
+        let mut r = Report::new("barrier", "ns", true);
+        r.push_limit(&[("threads", 2.into())], 50.0, "rt");
+        r.push("tiers", &[("threads", 2.into())], 100.0);
+        r.push("std", &[("threads", 2.into())], 400.0);
+        let t = r.table();
+        let line = |imp: &str| {
+            t.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(imp))
+                .unwrap()
+                .to_string()
+        };
+        assert!(
+            line("std").contains("4.000x") && line("std").contains("8.000x"),
+            "{t}"
+        );
+        assert!(line("tiers").contains("*best"), "{t}");
+        assert!(
+            line("limit").contains("0.500x  ") && line("limit").ends_with("1.000x"),
+            "{t}"
+        );
+
+        // A limit of zero (a part that takes no time) bounds nothing.
+        let mut r = Report::new("redblack", "ms", true);
+        r.push("plain", &[("part", "wait".into())], 0.3);
+        r.push_limit(&[("part", "wait".into())], 0.0, "no exchange");
+        assert_eq!(r.limit_of(&r.rows[0]), None);
+        assert!(r.to_json()["results"][0].get("vs_limit").is_none());
+    }
+
+    #[test]
     fn compare_ranks_a_slow_candidate_slower() {
         let mut c = vec![
             Candidate::new("fast", |n| {
@@ -464,6 +611,19 @@ mod tests {
         let r = compare(0.02, &mut c);
         assert!(r[0].0 < r[1].0, "{:?} vs {:?}", r[0].0, r[1].0);
         assert!(r[0].1.len() >= 5);
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(fmt_num(1234.6), "1235");
+        assert_eq!(fmt_num(123.46), "123.5");
+        assert_eq!(fmt_num(12.346), "12.35");
+        assert_eq!(fmt_num(1.2346), "1.235");
+        assert_eq!(fmt_num(0.0011234), "0.001123");
+        assert_eq!(fmt_num(0.5), "0.5000");
+        assert_eq!(fmt_num(2.5e-9), "2.500e-9");
+        assert_eq!(fmt_num(4.25e11), "4.250e11");
+        assert_eq!(fmt_num(0.0), "0");
     }
 
     #[test]

@@ -114,7 +114,99 @@ fn cluster_benches_print_json_on_rank_0() {
                 "{name}: no {op} row in {out}"
             );
         }
+        // The cache-line round trip between the two ranks, measured in the same run.
+        let limit = res
+            .iter()
+            .find(|r| r["impl"] == "limit")
+            .unwrap_or_else(|| panic!("{name}: no limit row in {out}"));
+        assert!(limit["value"].as_f64().is_some_and(|x| x > 0.0));
+        assert!(
+            limit["measured"]
+                .as_str()
+                .is_some_and(|m| m.contains("round trip") && m.contains("rank 1")),
+            "{limit}"
+        );
+        let bounded = if name == "latency" {
+            "write_notify"
+        } else {
+            "barrier"
+        };
+        assert!(
+            res.iter()
+                .any(|r| r["op"] == bounded && r["vs_limit"].as_f64().is_some()),
+            "{name}: {bounded} is not read against the limit: {out}"
+        );
     }
+}
+
+#[test]
+fn put_refuses_one_rank_and_reads_two_against_memcpy() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    // One rank would copy a region onto itself, which memmove skips.
+    let (code, out, err) = tiers(&["bench", "put", "--min-time", "0.01", "--json"]);
+    assert_ne!(code, Some(0), "{out}");
+    assert!(err.contains("put needs 2 ranks"), "{err}");
+    let (code, out, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        exe,
+        "bench",
+        "put",
+        "--min-time",
+        "0.01",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("one JSON document from rank 0");
+    let res = v["results"].as_array().expect("results");
+    let tiers_rows: Vec<&Value> = res.iter().filter(|r| r["impl"] == "tiers-shm").collect();
+    assert_eq!(tiers_rows.len(), 9, "{out}");
+    for r in tiers_rows {
+        assert!(r["vs_limit"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        let l = res
+            .iter()
+            .find(|l| l["impl"] == "limit" && l["bytes"] == r["bytes"])
+            .expect("a limit per size");
+        assert!(l["measured"].as_str().unwrap().contains("memcpy"), "{l}");
+    }
+}
+
+#[test]
+fn kneighbor_runs_three_routes_and_says_when_charm_is_absent() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args([
+            "bench",
+            "kneighbor",
+            "--min-time",
+            "0.01",
+            "--json",
+            "--quiet",
+        ])
+        .env_remove("CHARM_DIR")
+        .output()
+        .expect("tiers runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("JSON");
+    let res = v["results"].as_array().expect("results");
+    for imp in ["tiers-smp", "tiers-smp-nobypass", "tiers-process"] {
+        for bytes in [16, 256, 4096, 16384] {
+            assert!(
+                res.iter().any(|r| r["impl"] == imp
+                    && r["bytes"] == bytes
+                    && r["value"].as_f64().is_some_and(|x| x > 0.0)),
+                "no {imp} at {bytes} B in {stdout}"
+            );
+        }
+    }
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("CHARM_DIR is not set"), "{notes}");
+    assert!(notes.contains("no progress thread"), "{notes}");
 }
 
 #[test]

@@ -109,20 +109,38 @@ fn lock_queue_private_alloc_benches_run() {
         assert!(l.iter().any(|n| n == want), "lock: missing {want}");
     }
     let q = bench_json("queue", "1,2");
-    let qi = impls(&q);
+    let rows = q["results"].as_array().unwrap();
+    let has = |case: &str, imp: &str, p: u64| {
+        rows.iter()
+            .any(|r| r["case"] == case && r["impl"] == imp && r["producers"] == p)
+    };
+    for want in [
+        "tiers",
+        "tiers-batch",
+        "std-mpsc",
+        "crossbeam-channel",
+        "arrayqueue-per-producer",
+    ] {
+        for p in [1, 2] {
+            assert!(has("stream", want, p), "queue: no stream {want} at {p}");
+        }
+    }
+    // The latency case, with one producer: every queue, and the round trip it cannot beat.
     for want in [
         "tiers",
         "std-mpsc",
         "crossbeam-channel",
-        "crossbeam-segqueue",
+        "arrayqueue-per-producer",
     ] {
-        assert!(qi.iter().any(|n| n == want), "queue: missing {want}");
+        assert!(has("ping-pong", want, 1), "queue: no ping-pong {want}");
     }
-    assert!(q["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|r| r["producers"] == 2));
+    assert!(!has("ping-pong", "tiers", 2));
+    if two_cpus() {
+        assert!(has("ping-pong", "limit", 1), "queue: no limit row");
+    }
+    assert!(q["notes"]
+        .to_string()
+        .contains("1024 messages per producer"));
     let p = impls(&bench_json("private", "1"));
     assert_eq!(
         p,
@@ -161,4 +179,105 @@ fn table_output_and_errors() {
     assert!(!ok && err.contains("positive"), "{err}");
     let (ok, out, _) = tiers(&["bench", "list"]);
     assert!(ok && out.contains("barrier") && out.contains("alloc"));
+}
+
+/// Whether this process may run on two processors or more (the round-trip limit needs two).
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
+#[test]
+fn node_benches_measure_the_round_trip_limit_beside_the_implementations() {
+    for name in ["barrier", "lock", "private"] {
+        let v = bench_json(name, "1,2");
+        let rows = v["results"].as_array().unwrap();
+        let limits: Vec<&Value> = rows.iter().filter(|r| r["impl"] == "limit").collect();
+        // Never at one thread: nothing crosses between cores.
+        assert!(
+            limits.iter().all(|r| r["threads"] == 2),
+            "{name}: {limits:?}"
+        );
+        assert!(v["notes"].to_string().contains("limit: no row"), "{name}");
+        if !two_cpus() {
+            continue;
+        }
+        assert_eq!(limits.len(), 1, "{name}: one limit row at 2 threads");
+        assert!(
+            limits[0]["measured"]
+                .as_str()
+                .is_some_and(|m| m.contains("cache-line round trip between cpus")),
+            "{name}: {}",
+            limits[0]
+        );
+        // Every other row at 2 threads is read against it.
+        for r in rows
+            .iter()
+            .filter(|r| r["threads"] == 2 && r["impl"] != "limit")
+        {
+            assert!(
+                r["vs_limit"].as_f64().is_some_and(|x| x > 0.0),
+                "{name}: {r}"
+            );
+        }
+        assert!(rows
+            .iter()
+            .filter(|r| r["threads"] == 1)
+            .all(|r| r.get("vs_limit").is_none()));
+    }
+    let (ok, out, _) = tiers(&[
+        "bench",
+        "barrier",
+        "--threads",
+        "2",
+        "--min-time",
+        "0.01",
+        "--quiet",
+    ]);
+    assert!(ok);
+    if two_cpus() {
+        assert!(out.contains("vs limit") && out.contains("limit: cache-line round trip"));
+    }
+}
+
+#[test]
+fn mds_bench_has_the_read_limit_and_marginal_costs() {
+    let (ok, out, err) = tiers(&[
+        "bench",
+        "mds",
+        "--threads",
+        "1",
+        "--min-time",
+        "0.01",
+        "--json",
+        "--quiet",
+        "--",
+        "--sizes",
+        "120",
+        "--iters",
+        "3",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    let at1 = |imp: &str| {
+        rows.iter()
+            .find(|r| r["impl"] == imp && r["threads"] == 1 && r["size"] == 120)
+            .unwrap_or_else(|| panic!("no {imp} row at 1 thread in {out}"))
+    };
+    assert!(at1("limit")["measured"]
+        .as_str()
+        .unwrap()
+        .contains("the 120x120 f32 matrix"));
+    assert!(at1("tiers")["vs_limit"].as_f64().unwrap() > 0.0);
+    assert!(at1("tiers-smacof")["value"].as_f64().unwrap() > 0.0);
+    // scikit-learn: a row when it is installed, else a note saying why not.
+    let notes = v["notes"].to_string();
+    if rows.iter().any(|r| r["impl"] == "scikit-learn") {
+        assert!(at1("scikit-learn")["value"].as_f64().unwrap() > 0.0);
+        assert!(notes.contains("iteration counts checked"), "{notes}");
+    } else {
+        assert!(notes.contains("scikit-learn skipped"), "{notes}");
+    }
+    let (ok, _, err) = tiers(&["bench", "mds", "--", "--iters", "1"]);
+    assert!(!ok && err.contains("k >= 2"), "{err}");
 }

@@ -18,7 +18,7 @@ use tiers_apps::mds::{guttman_step, random_start, smacof, MdsOptions};
 use tiers_apps::model::{self, Run};
 use tiers_apps::render::{render, RenderSpec, TileSchedule};
 use tiers_apps::rng::Rng;
-use tiers_bench::{compare, progress, Candidate, Opts, Report};
+use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
 use tiers_node::Pool;
 
 type BenchResult = Result<Report, Box<dyn std::error::Error>>;
@@ -115,103 +115,402 @@ fn pools(opts: &Opts) -> Result<Vec<(usize, Pool)>, Box<dyn std::error::Error>> 
         .collect()
 }
 
+/// What a candidate of `mds` measures.
+#[derive(Clone, Copy, PartialEq)]
+enum MdsSlot {
+    /// The Guttman transform alone, iteration after iteration (the kernel; efficiency).
+    Kernel(usize),
+    /// Reading the matrix once (the limit).
+    Limit(usize),
+    /// `smacof` calls, marginal cost per iteration.
+    Smacof(usize),
+    /// scikit-learn's `smacof` calls, marginal cost per iteration.
+    Sklearn(usize),
+}
+
+/// The scikit-learn peer: one python process per thread setting, loaded once, answering
+/// "K" on stdin with the times of a 1-iteration and a K-iteration call.
+struct SklearnPeer {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    version: String,
+    blas_threads: u64,
+}
+
+/// One answer of the peer.
+#[derive(Clone, Copy, Default)]
+struct SklearnPair {
+    t1: f64,
+    tk: f64,
+    n1: u64,
+    nk: u64,
+    stress: f64,
+}
+
+impl SklearnPeer {
+    /// Starts the peer on the matrix and start in `dir`; `threads == 1` pins BLAS to one
+    /// thread, otherwise BLAS keeps its default. `Err` holds why it is skipped.
+    fn start(
+        dir: &std::path::Path,
+        script: &std::path::Path,
+        threads: usize,
+    ) -> Result<SklearnPeer, String> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut cmd = Command::new("python3");
+        let blas = ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"];
+        for v in blas {
+            if threads == 1 {
+                cmd.env(v, "1");
+            } else {
+                cmd.env_remove(v);
+            }
+        }
+        let mut child = cmd
+            .arg(script)
+            .arg(dir.join("d.npy"))
+            .arg(dir.join("x0.npy"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("python3 not runnable: {e}"))?;
+        let input = child.stdin.take().expect("piped");
+        let mut output = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut first = String::new();
+        let _ = output.read_line(&mut first);
+        let v: serde_json::Value = serde_json::from_str(first.trim()).unwrap_or_default();
+        if v["ready"] != true {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            let _ = child.wait();
+            let why = v["error"].as_str().map_or_else(
+                || {
+                    let e = err.trim();
+                    format!("the peer did not start: {}", e.lines().last().unwrap_or(""))
+                },
+                str::to_string,
+            );
+            return Err(why);
+        }
+        Ok(SklearnPeer {
+            child,
+            input: Some(input),
+            output,
+            version: v["sklearn"].as_str().unwrap_or("?").to_string(),
+            blas_threads: v["blas_threads"].as_u64().unwrap_or(0),
+        })
+    }
+
+    fn pair(&mut self, k: usize) -> SklearnPair {
+        use std::io::{BufRead, Write};
+        let input = self.input.as_mut().expect("open until drop");
+        writeln!(input, "{k}").expect("scikit-learn peer: write");
+        input.flush().expect("scikit-learn peer: flush");
+        let mut line = String::new();
+        self.output
+            .read_line(&mut line)
+            .expect("scikit-learn peer: read");
+        let v: serde_json::Value = serde_json::from_str(line.trim())
+            .unwrap_or_else(|e| panic!("scikit-learn peer: bad answer {line:?}: {e}"));
+        let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+        SklearnPair {
+            t1: f("t1"),
+            tk: f("tk"),
+            n1: v["n1"].as_u64().unwrap_or(0),
+            nk: v["nk"].as_u64().unwrap_or(0),
+            stress: f("stress"),
+        }
+    }
+}
+
+impl Drop for SklearnPeer {
+    fn drop(&mut self) {
+        // Closing stdin ends the peer's loop.
+        drop(self.input.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// What one pair of calls of the `mds` comparison returned.
+#[derive(Clone, Copy, Default)]
+struct Returned {
+    n1: u64,
+    nk: u64,
+    stress: f64,
+    t1: f64,
+    tk: f64,
+}
+
+/// (T(k) − T(1)) / (k − 1), never below zero.
+fn marginal(t1: f64, tk: f64, k: usize) -> f64 {
+    ((tk - t1) / (k - 1) as f64).max(0.0)
+}
+
 pub(super) fn mds(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("mds", "s/iteration", true);
     let sizes = a.sizes(&[2000, 4499])?;
     let iters = a.usize("iters", 20)?;
-    let pools = pools(opts)?;
-    for &n in &sizes {
-        progress(opts, format!("mds: building a {n}x{n} matrix"));
-        let d = mixture_matrix(n, 7);
-        let start = random_start(n, 3, 1);
-        let mut times = Vec::new();
-        // One candidate per thread count, measured in alternating rounds so that the load of
-        // a shared machine falls on all of them alike.
-        progress(opts, format!("mds: N = {n}, threads {:?}", opts.threads));
-        let mut cands: Vec<Candidate<'_>> = pools
-            .iter()
-            .map(|(t, pool)| {
-                let (d, mut x) = (&d, start.clone());
-                let mut next = vec![0.0; n * 3];
-                let mut rs = vec![0.0; n];
-                Candidate::new(format!("{t}"), move |k| {
-                    let t0 = Instant::now();
-                    for _ in 0..k {
-                        guttman_step(pool, d, &x, &mut next, 3, 64, &mut rs);
-                        std::mem::swap(&mut x, &mut next);
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
-        let r = compare(opts.min_time, &mut cands);
-        drop(cands);
-        for ((t, _), (v, _)) in pools.iter().zip(&r) {
-            report.push("tiers", &[("threads", json!(t)), ("size", json!(n))], *v);
-            times.push((*t, *v));
-        }
-        efficiency(&mut report, "tiers", &times);
-        // scikit-learn on the same matrix and start, for `iters` iterations.
-        let dir = std::env::temp_dir().join(format!("tiers-bench-mds-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let (mp, sp) = (dir.join("d.npy"), dir.join("x0.npy"));
-        std::fs::write(&mp, to_npy(&d))?;
-        std::fs::write(&sp, points_npy(&start, 3))?;
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/smacof_sklearn.py");
-        progress(
-            opts,
-            format!("mds: scikit-learn, N = {n}, {iters} iterations"),
-        );
-        let out = std::process::Command::new("python3")
-            .env("OMP_NUM_THREADS", "1")
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .env("MKL_NUM_THREADS", "1")
-            .arg(script)
-            .arg(&mp)
-            .arg(&sp)
-            .arg(iters.to_string())
-            .output();
-        let _ = std::fs::remove_dir_all(&dir);
-        let one = &pools.iter().find(|(t, _)| *t == 1).unwrap_or(&pools[0]).1;
-        let mine = smacof(
-            one,
-            &d,
-            Some(start.clone()),
-            &MdsOptions {
-                threshold: 0.0,
-                max_iter: iters,
-                ..Default::default()
-            },
-            |_, _| {},
-        );
-        match out {
-            Ok(o) if o.status.success() => {
-                let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
-                let spi = v["seconds_per_iteration"].as_f64().unwrap_or(f64::NAN);
-                let sk_stress = v["stress"].as_f64().unwrap_or(f64::NAN);
-                // scikit-learn (1.7+) reports the stress after its last update, σ(X_iters).
-                let ours = mine.stress[iters.min(mine.stress.len() - 1)].raw;
-                let row = report.push(
-                    "scikit-learn",
-                    &[("threads", json!(1)), ("size", json!(n))],
-                    spi,
-                );
-                row.extra.push(("stress".into(), json!(sk_stress)));
-                report.note(format!(
-                    "N = {n}: after {iters} iterations from the same start, stress tiers {ours:.6e} vs scikit-learn {sk_stress:.6e} (relative difference {:.2e}); scikit-learn {} s/iteration is {:.1}x tiers at 1 thread",
-                    (ours - sk_stress).abs() / sk_stress.abs().max(1e-300),
-                    tiers_bench::fmt_num(spi),
-                    spi / times.iter().find(|(t, _)| *t == 1).map_or(f64::NAN, |x| x.1)
-                ));
-            }
-            Ok(o) => report.note(format!(
-                "scikit-learn skipped: {}",
-                String::from_utf8_lossy(&o.stdout).trim()
-            )),
-            Err(e) => report.note(format!("scikit-learn skipped: python3 not runnable: {e}")),
+    if iters < 2 {
+        return Err(format!(
+            "--iters {iters}: the marginal cost (T(k) - T(1)) / (k - 1) needs k >= 2"
+        )
+        .into());
+    }
+    // Every thread count asked for, and 1 and all processors for the calls against
+    // scikit-learn.
+    let all = tiers_node::Topology::get().affinity.len().max(1);
+    let mut counts = opts.threads.clone();
+    for t in [1, all] {
+        if !counts.contains(&t) {
+            counts.push(t);
         }
     }
-    Ok(report)
+    let pools = pools(&Opts {
+        threads: counts.clone(),
+        ..opts.clone()
+    })?;
+    let pool = |t: usize| &pools.iter().find(|(p, _)| *p == t).expect("pool").1;
+    let calls: Vec<usize> = if all == 1 { vec![1] } else { vec![1, all] };
+    let dir = std::env::temp_dir().join(format!("tiers-bench-mds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let script = dir.join("smacof_sklearn.py");
+    std::fs::write(&script, include_str!("smacof_sklearn.py"))?;
+    let result = (|| -> BenchResult {
+        for &n in &sizes {
+            mds_size(
+                opts,
+                &mut report,
+                n,
+                iters,
+                &counts,
+                &calls,
+                &pool,
+                &dir,
+                &script,
+            )?;
+        }
+        Ok(report)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// `mds` at one size: every candidate in one alternating comparison.
+#[allow(clippy::too_many_arguments)]
+fn mds_size<'p>(
+    opts: &Opts,
+    report: &mut Report,
+    n: usize,
+    iters: usize,
+    counts: &[usize],
+    calls: &[usize],
+    pool: &dyn Fn(usize) -> &'p Pool,
+    dir: &std::path::Path,
+    script: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use std::cell::{Cell, RefCell};
+    progress(opts, format!("mds: building a {n}x{n} matrix"));
+    let d = mixture_matrix(n, 7);
+    let start = random_start(n, 3, 1);
+    std::fs::write(dir.join("d.npy"), to_npy(&d))?;
+    std::fs::write(dir.join("x0.npy"), points_npy(&start, 3))?;
+    let mut peers: Vec<(usize, RefCell<SklearnPeer>)> = Vec::new();
+    for &t in calls {
+        progress(
+            opts,
+            format!("mds: starting scikit-learn, {t} BLAS thread(s)"),
+        );
+        match SklearnPeer::start(dir, script, t) {
+            Ok(p) => peers.push((t, RefCell::new(p))),
+            Err(why) => {
+                report.note(format!("scikit-learn skipped: {why}"));
+                break;
+            }
+        }
+    }
+    let mut slots = Vec::new();
+    slots.extend(opts.threads.iter().map(|&t| MdsSlot::Kernel(t)));
+    slots.extend(counts.iter().map(|&t| MdsSlot::Limit(t)));
+    slots.extend(calls.iter().map(|&t| MdsSlot::Smacof(t)));
+    slots.extend(peers.iter().map(|(t, _)| MdsSlot::Sklearn(*t)));
+    // What the last pair of calls returned, checked below: iterations of the 1- and k-call,
+    // stress after k, and their seconds.
+    let returned: Vec<Cell<Returned>> = slots.iter().map(|_| Cell::default()).collect();
+    progress(
+        opts,
+        format!("mds: N = {n}, threads {counts:?}, {iters}-iteration calls, alternating"),
+    );
+    let mopts = |max_iter| MdsOptions {
+        threshold: 0.0,
+        max_iter,
+        ..Default::default()
+    };
+    let mut cands: Vec<Candidate<'_>> = slots
+        .iter()
+        .zip(&returned)
+        .map(|(&slot, ret)| {
+            let (d, start, peers) = (&d, &start, &peers);
+            match slot {
+                MdsSlot::Kernel(t) => {
+                    let pool = pool(t);
+                    let mut x = start.clone();
+                    let mut next = vec![0.0; n * 3];
+                    let mut rs = vec![0.0; n];
+                    Candidate::new(format!("tiers-{t}"), move |k| {
+                        let t0 = Instant::now();
+                        for _ in 0..k {
+                            guttman_step(pool, d, &x, &mut next, 3, 64, &mut rs);
+                            std::mem::swap(&mut x, &mut next);
+                        }
+                        t0.elapsed()
+                    })
+                }
+                MdsSlot::Limit(t) => limit::read_once(pool(t), &d.data),
+                MdsSlot::Smacof(t) => {
+                    let pool = pool(t);
+                    let (o1, ok) = (mopts(1), mopts(iters));
+                    Candidate::new(format!("tiers-smacof-{t}"), move |reps| {
+                        let mut sum = 0.0;
+                        for _ in 0..reps {
+                            let t0 = Instant::now();
+                            let r1 = smacof(pool, d, Some(start.clone()), &o1, |_, _| {});
+                            let t1 = t0.elapsed().as_secs_f64();
+                            let t0 = Instant::now();
+                            let rk = smacof(pool, d, Some(start.clone()), &ok, |_, _| {});
+                            let tk = t0.elapsed().as_secs_f64();
+                            let last = rk.stress[iters.min(rk.stress.len() - 1)].raw;
+                            ret.set(Returned {
+                                n1: r1.iterations as u64,
+                                nk: rk.iterations as u64,
+                                stress: last,
+                                t1,
+                                tk,
+                            });
+                            sum += marginal(t1, tk, iters);
+                        }
+                        Duration::from_secs_f64(sum)
+                    })
+                }
+                MdsSlot::Sklearn(t) => {
+                    let peer = &peers.iter().find(|(p, _)| *p == t).expect("peer").1;
+                    Candidate::new(format!("scikit-learn-{t}"), move |reps| {
+                        let mut sum = 0.0;
+                        for _ in 0..reps {
+                            let r = peer.borrow_mut().pair(iters);
+                            ret.set(Returned {
+                                n1: r.n1,
+                                nk: r.nk,
+                                stress: r.stress,
+                                t1: r.t1,
+                                tk: r.tk,
+                            });
+                            sum += marginal(r.t1, r.tk, iters);
+                        }
+                        Duration::from_secs_f64(sum)
+                    })
+                }
+            }
+        })
+        .collect();
+    let r = compare(opts.min_time, &mut cands);
+    drop(cands);
+    let mut times = Vec::new();
+    let mut stress = Vec::new();
+    let mut marg = Vec::new();
+    for ((&slot, (v, _)), ret) in slots.iter().zip(&r).zip(&returned) {
+        let at = |t: usize| [("threads", json!(t)), ("size", json!(n))];
+        match slot {
+            MdsSlot::Kernel(t) => {
+                report.push("tiers", &at(t), *v);
+                times.push((t, *v));
+            }
+            MdsSlot::Limit(t) => {
+                report.push_limit(
+                    &at(t),
+                    *v,
+                    limit::read_once_note(&format!("the {n}x{n} f32 matrix"), t),
+                );
+            }
+            MdsSlot::Smacof(t) | MdsSlot::Sklearn(t) => {
+                let (name, tag) = match slot {
+                    MdsSlot::Smacof(_) => ("tiers-smacof", "tiers"),
+                    _ => ("scikit-learn", "scikit-learn"),
+                };
+                let Returned {
+                    n1,
+                    nk,
+                    stress: st,
+                    t1,
+                    tk,
+                } = ret.get();
+                if (n1, nk) != (1, iters as u64) {
+                    report.note(format!(
+                        "N = {n}: {tag} at {t} thread(s) returned {n1} and {nk} iterations for max_iter 1 and {iters}: row withheld (the marginal cost needs exactly those)"
+                    ));
+                    continue;
+                }
+                let row = report.push(name, &at(t), *v);
+                row.extra.push(("stress".into(), json!(st)));
+                // The last pair of calls, and what dividing the cold k-call by k gives (the
+                // earlier way, which counts the call's setup as iterations).
+                row.extra.push(("t1_s".into(), json!(t1)));
+                row.extra.push((format!("t{iters}_s"), json!(tk)));
+                row.extra
+                    .push(("cold_call_per_iteration".into(), json!(tk / iters as f64)));
+                stress.push((tag, t, st));
+                marg.push((tag, t, *v));
+            }
+        }
+    }
+    efficiency(report, "tiers", &times);
+    let get = |v: &[(&str, usize, f64)], tag: &str, t: usize| {
+        v.iter().find(|(g, p, _)| *g == tag && *p == t).map(|x| x.2)
+    };
+    if let Some((_, p)) = peers.first() {
+        let p = p.borrow();
+        let mut parts = Vec::new();
+        for &t in calls {
+            if let (Some(ours), Some(theirs)) =
+                (get(&marg, "tiers", t), get(&marg, "scikit-learn", t))
+            {
+                let blas = if t == 1 {
+                    "1 BLAS thread".to_string()
+                } else {
+                    format!(
+                        "default BLAS threads ({})",
+                        match peers.iter().find(|(q, _)| *q == t) {
+                            Some((_, q)) if q.borrow().blas_threads > 0 =>
+                                q.borrow().blas_threads.to_string(),
+                            _ => "?".into(),
+                        }
+                    )
+                };
+                parts.push(format!(
+                    "{t} thread(s): scikit-learn is {:.1}x tiers-smacof ({blas})",
+                    theirs / ours
+                ));
+            }
+        }
+        let (s1, sk) = (get(&stress, "tiers", 1), get(&stress, "scikit-learn", 1));
+        if let (Some(ours), Some(theirs)) = (s1, sk) {
+            parts.push(format!(
+                "stress after {iters} iterations from the same start: tiers {ours:.12e} vs scikit-learn {theirs:.12e} (relative difference {:.2e})",
+                (ours - theirs).abs() / theirs.abs().max(1e-300)
+            ));
+        }
+        report.note(format!(
+            "N = {n}: scikit-learn {}; tiers-smacof and scikit-learn rows are marginal costs (T({iters}) - T(1)) / {} of whole calls from the same start, iteration counts checked; {}",
+            p.version,
+            iters - 1,
+            parts.join("; ")
+        ));
+    }
+    Ok(())
 }
 
 /// N×d f64 points as `.npy`.
@@ -269,6 +568,12 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
                 })
             })
             .collect();
+        // The limit: reading the matrix once, on the same pools, alternating with the steps.
+        cands.extend(
+            pools
+                .iter()
+                .map(|(_, pool)| limit::read_once(pool, &d.data)),
+        );
         let r = compare(opts.min_time, &mut cands);
         drop(cands);
         for ((t, _), (v, _)) in pools.iter().zip(&r) {
@@ -278,6 +583,13 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
                 *v,
             );
             times.push((*t, *v));
+        }
+        for ((t, _), (v, _)) in pools.iter().zip(&r[pools.len()..]) {
+            report.push_limit(
+                &[("threads", json!(t)), ("size", json!(n)), ("k", json!(k))],
+                *v,
+                limit::read_once_note(&format!("the {n}x{n} f32 matrix"), *t),
+            );
         }
         efficiency(&mut report, "tiers", &times);
     }

@@ -7,8 +7,8 @@
 //! Where a new benchmark goes: a file in the family it measures (`node/` for the thread pool,
 //! barriers, locks and queues; `cluster/` for ranks and the global address space; `apps.rs`
 //! for the applications; `mpi.rs` for MPI's own numbers), and one entry in [`BENCHES`]. The
-//! harness it uses (alternating candidates, medians, ratio tables, JSON) is the
-//! `tiers-bench` crate.
+//! harness it uses (alternating candidates, medians, ratio tables, JSON, the `limit` row) is
+//! the `tiers-bench` crate.
 
 mod apps;
 mod cluster;
@@ -93,8 +93,8 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "queue",
-        measures: "messages/s, N producers (default 1-4) and one consumer",
-        peers: "std mpsc, crossbeam-channel, crossbeam SegQueue",
+        measures: "messages/s, N producers (default 1-4) and one consumer, taken one at a time (and batched: tiers-batch); ping-pong round trips/s",
+        peers: "crossbeam-channel and std sync_channel, bounded; one crossbeam ArrayQueue per producer (the same design); all at the same capacity",
         launch: Launch::Process,
         run: |c| {
             let mut opts = c.opts.clone();
@@ -155,7 +155,7 @@ pub static BENCHES: &[Bench] = &[
     Bench {
         name: "kneighbor",
         measures: "us per kNeighbor step (k = 3), 16 B to 16 KiB",
-        peers: "tiers-smp vs tiers-smp-nobypass vs tiers-process (Charm++'s SMP study)",
+        peers: "tiers-smp vs tiers-smp-nobypass vs tiers-process (Charm++'s SMP study); Charm++'s own kNeighbor when CHARM_DIR is set",
         launch: Launch::StartsRanks,
         run: |c| cluster::kneighbor::run(&c.opts).map(Some),
     },
@@ -169,7 +169,7 @@ pub static BENCHES: &[Bench] = &[
     Bench {
         name: "mds",
         measures: "s per SMACOF iteration (N = 2000, 4499; 3-D) and parallel efficiency",
-        peers: "scikit-learn's smacof when installed",
+        peers: "scikit-learn's smacof when installed (marginal cost per iteration, 1 thread and all)",
         launch: Launch::Process,
         run: |c| apps::run(apps::mds, c),
     },

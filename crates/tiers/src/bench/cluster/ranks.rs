@@ -1,8 +1,9 @@
-//! `tiers bench ranks`: barrier, allreduce of one f64 and fetch_add latency across ranks.
+//! `tiers bench ranks`: barrier, allreduce of one f64 and fetch_add latency across ranks; the
+//! `limit` row is the cache-line round trip between ranks 0 and 1, measured the same way.
 
-use super::{imp, sync_measure, BenchResult};
+use super::{imp, sync_measure, BenchResult, RankLine};
 use serde_json::json;
-use tiers_bench::{progress, Opts, Report};
+use tiers_bench::{limit, progress, Opts, Report};
 use tiers_cluster::{Op, SegId, Timeout, World};
 
 pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
@@ -30,6 +31,11 @@ pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
         }
     })?;
     rows.push(("fetch_add", t));
+    let line = RankLine::new(w)?;
+    let round_trip = match &line {
+        Some(l) => Some(round_trips(w, l, opts.min_time)?),
+        None => None,
+    };
     for (op, secs) in rows {
         report.push(
             &imp(w),
@@ -37,7 +43,43 @@ pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
             secs * 1e9,
         );
     }
+    match (&line, round_trip) {
+        (Some(l), Some(secs)) => {
+            report.push_limit(
+                &[("ranks", json!(w.size()))],
+                secs * 1e9,
+                l.note("cache-line round trip (full: two one-way transfers)"),
+            );
+        }
+        _ => report.note("limit: none with one rank (nothing crosses between cores)"),
+    }
     report.note("every rank runs the same count; the time is the slowest rank's; fetch_add: all ranks add to one word at rank 0");
     w.barrier(Timeout::Block)?;
     Ok(report)
+}
+
+/// Seconds per cache-line round trip between ranks 0 and 1 (the median over samples of
+/// [`limit::ping_pong_floor`] at rank 0; every rank takes part in the count all agree on).
+fn round_trips(w: &World, l: &RankLine, min_time: f64) -> BenchResult<f64> {
+    // 20,000 round trips take 2-20 ms between two cores; samples to fill `min_time` at 1 us
+    // per round trip, 5 at least.
+    const N: u64 = 20_000;
+    let samples = ((min_time / (N as f64 * 1e-6)).ceil() as usize).clamp(5, 100);
+    let mut v = Vec::with_capacity(samples);
+    for _ in 0..=samples {
+        w.barrier(Timeout::Block)?;
+        match w.rank() {
+            0 => v.push(limit::ping_pong_floor(l.line(), N).as_secs_f64() / N as f64),
+            1 => limit::ping_pong(l.line(), 1, N),
+            _ => {}
+        }
+    }
+    let mut m = [0.0];
+    if w.rank() == 0 {
+        v.remove(0); // the first sample warms up
+        m[0] = tiers_bench::median(&v);
+    }
+    let mut out = [0.0];
+    w.allreduce(&m, &mut out, Op::Sum, Timeout::Block)?;
+    Ok(out[0])
 }

@@ -1,10 +1,11 @@
 //! `tiers bench barrier`: ns per barrier episode, every tiers barrier against std, pthread and
-//! OpenMP barriers ([GPI-MCTP], Fig. 4), all on threads pinned compactly.
+//! OpenMP barriers ([GPI-MCTP], Fig. 4), all on threads pinned compactly; the `limit` row is
+//! the cache-line round trip between the first two processors in use, measured alongside.
 
 use super::{peers, threads};
 use serde_json::json;
 use std::time::Duration;
-use tiers_bench::{compare, progress, Candidate, Opts, Report};
+use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
 use tiers_node::{Barrier, BarrierKind};
 
 pub fn run(opts: &Opts) -> Report {
@@ -72,9 +73,16 @@ pub fn run(opts: &Opts) -> Report {
                 }
             }
         }
+        let pair = threads::limit_candidate(&mut report, &mut cands, &cpus);
         let results = compare(opts.min_time, &mut cands);
         for (c, (med, samples)) in cands.iter().zip(results) {
-            let row = report.push(&c.name, &[("threads", json!(t))], med * 1e9);
+            let params = [("threads", json!(t))];
+            let row = match pair {
+                Some((a, b)) if c.name == limit::IMPL => {
+                    report.push_limit(&params, med * 1e9, limit::round_trip_note(a, b))
+                }
+                _ => report.push(&c.name, &params, med * 1e9),
+            };
             row.extra.push(("samples".into(), json!(samples.len())));
         }
     }

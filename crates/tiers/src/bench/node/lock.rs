@@ -1,11 +1,14 @@
 //! `tiers bench lock`: a contended critical section that increments a shared integer (seed
 //! 004, Fig. 5), ns per operation (total time over all operations of all threads): the tiers
-//! locks against std Mutex, parking_lot, the pthread mutex and OpenMP's critical.
+//! locks against std Mutex, parking_lot, the pthread mutex and OpenMP's critical. The `limit`
+//! row is the cache-line round trip between the first two processors in use: what one
+//! hand-over of the lock between them costs (a lock taken again by the same thread, as
+//! test-and-set locks allow, hands nothing over and can be cheaper).
 
 use super::{peers, threads};
 use serde_json::json;
 use std::time::Duration;
-use tiers_bench::{compare, progress, Candidate, Opts, Report};
+use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
 use tiers_node::{Lock, McsLock, RawLock, TicketLock, TtasLock};
 
 fn tiers_lock<R: RawLock + Default + 'static>(t: usize, cpus: Vec<usize>) -> Candidate<'static> {
@@ -88,10 +91,19 @@ pub fn run(opts: &Opts) -> Report {
                 }
             }
         }
+        let pair = threads::limit_candidate(&mut report, &mut cands, &cpus);
         let results = compare(opts.min_time, &mut cands);
         for (c, (med, _)) in cands.iter().zip(results) {
-            // compare() divides by iterations per thread; per operation divide by threads too.
-            report.push(&c.name, &[("threads", json!(t))], med * 1e9 / t as f64);
+            let params = [("threads", json!(t))];
+            match pair {
+                Some((a, b)) if c.name == limit::IMPL => {
+                    report.push_limit(&params, med * 1e9, limit::round_trip_note(a, b));
+                }
+                // compare() divides by iterations per thread; per operation divide by threads.
+                _ => {
+                    report.push(&c.name, &params, med * 1e9 / t as f64);
+                }
+            }
         }
     }
     report

@@ -1,13 +1,15 @@
 //! `tiers bench private`: [Mei2010]'s processor-private data table. Every thread increments its
 //! own counter; ns per access for counters kept in a plain array (neighbours share cache lines:
 //! false sharing), a padded [`PerWorker`], a `thread_local!`, and `PerWorker::local` (the pool's
-//! thread-local worker index, then the padded slot).
+//! thread-local worker index, then the padded slot). The `limit` row is the cache-line round
+//! trip between the first two processors in use: what the false-sharing `array` pays per
+//! access at worst, and what the private counters must stay far below.
 
 use super::threads;
 use serde_json::json;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tiers_bench::{compare, progress, Candidate, Opts, Report};
+use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
 use tiers_node::PerWorker;
 
 std::thread_local! {
@@ -67,9 +69,18 @@ pub fn run(opts: &Opts) -> Report {
                 t0.elapsed()
             }),
         ];
+        let pair = threads::limit_candidate(&mut report, &mut cands, &cpus);
         let results = compare(opts.min_time, &mut cands);
         for (c, (med, _)) in cands.iter().zip(results) {
-            report.push(&c.name, &[("threads", json!(t))], med * 1e9);
+            let params = [("threads", json!(t))];
+            match pair {
+                Some((a, b)) if c.name == limit::IMPL => {
+                    report.push_limit(&params, med * 1e9, limit::round_trip_note(a, b));
+                }
+                _ => {
+                    report.push(&c.name, &params, med * 1e9);
+                }
+            }
         }
     }
     report

@@ -2,6 +2,7 @@
 
 use std::sync::Barrier as StdBarrier;
 use std::time::{Duration, Instant};
+use tiers_bench::{limit, Candidate, Report};
 
 /// Processors for `n` benchmark threads: compact placement on this machine.
 pub fn cpus(n: usize) -> Vec<usize> {
@@ -43,4 +44,27 @@ where
         elapsed = h.join().expect("benchmark thread panicked");
     });
     elapsed
+}
+
+/// Note of a configuration without a `limit` row.
+pub const NO_LIMIT: &str =
+    "limit: no row where the threads use one processor (nothing crosses between cores)";
+
+/// Adds the cache-line round trip between the first two distinct processors of `cpus` to
+/// `cands` and returns them; with a single processor adds a note to `report` instead.
+pub fn limit_candidate(
+    report: &mut Report,
+    cands: &mut Vec<Candidate<'_>>,
+    cpus: &[usize],
+) -> Option<(usize, usize)> {
+    let pair = limit::pair(cpus);
+    match pair {
+        Some((a, b)) => cands.push(limit::round_trip(a, b)),
+        None => {
+            if !report.notes.iter().any(|n| n == NO_LIMIT) {
+                report.note(NO_LIMIT);
+            }
+        }
+    }
+    pair
 }
