@@ -264,6 +264,20 @@ impl Guardian {
                 Some((g, start_time(g as u32).unwrap_or(0), path))
             })
             .collect();
+        // Where to stop closing descriptors should close_range be missing (kernels before 5.9).
+        let max_fd = {
+            let mut r = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes the struct it is given.
+            let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+            if ok {
+                r.rlim_cur.min(65_536) as libc::c_uint
+            } else {
+                1024
+            }
+        };
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: fds is a valid array of two ints for pipe2 to fill.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -286,6 +300,17 @@ impl Guardian {
             // SAFETY: async-signal-safe calls only (see above); `groups` is read, not freed.
             unsafe {
                 libc::close(fds[1]);
+                // Hold nothing of the launcher's but the pipe: an inherited end of a rank's
+                // stdin or output pipe would keep the rank from ever seeing EOF or EPIPE.
+                let keep = fds[0] as libc::c_uint;
+                if keep > 3 {
+                    libc::close_range(3, keep - 1, 0);
+                }
+                if libc::close_range(keep + 1, libc::c_uint::MAX, 0) != 0 {
+                    for fd in (keep + 1)..(keep + 1 + max_fd) {
+                        libc::close(fd as libc::c_int);
+                    }
+                }
                 // Terminal signals are for the launcher, which ends the job itself.
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
                 libc::signal(libc::SIGTERM, libc::SIG_IGN);

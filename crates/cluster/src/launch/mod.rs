@@ -292,13 +292,18 @@ impl Job {
         let mut termed_at: Option<Instant> = None;
         let mut stop: Option<Stop> = None;
         while ends.iter().any(Option::is_none) {
-            if self.reap(
-                &mut children,
-                &mut ends,
-                jc.as_ref(),
-                &pids,
-                termed_at.is_some(),
-            ) {
+            // A closed output comes first: the ranks' SIGPIPE deaths that follow are its doing,
+            // not failures.
+            let output_closed = closed.load(Ordering::Relaxed);
+            if output_closed && stop.is_none() {
+                if self.report {
+                    eprintln!("tiers run: the output was closed, ending the ranks");
+                }
+                stop = Some(Stop::OutputClosed);
+                failed_at = Some(Instant::now().checked_sub(self.grace).unwrap_or(started));
+            }
+            let stopping = termed_at.is_some() || output_closed;
+            if self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping) {
                 failed_at.get_or_insert_with(Instant::now);
                 stop.get_or_insert(Stop::Failure);
             }
@@ -328,13 +333,6 @@ impl Job {
                     stop = Some(Stop::Timeout { limit, running });
                     failed_at = Some(at_once);
                 }
-            }
-            if stop.is_none() && closed.load(Ordering::Relaxed) {
-                if self.report {
-                    eprintln!("tiers run: the output was closed, ending the ranks");
-                }
-                stop = Some(Stop::OutputClosed);
-                failed_at = Some(at_once);
             }
             if let Some(t) = failed_at {
                 if termed_at.is_none() && t.elapsed() >= self.grace {
