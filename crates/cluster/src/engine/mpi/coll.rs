@@ -143,7 +143,9 @@ impl MpiEngine {
             let mut spread = vec![0u8; stride * self.size];
             spread[self.rank * stride..][..input.len()].copy_from_slice(input);
             let mut all = vec![0u8; stride * self.size];
-            self.allreduce(&spread, &mut all, DataType::U64, Op::Max, timeout)?;
+            // The inner step, not the guarded entry point: the call being made (and, after a
+            // timeout, resumed) is the caller's float sum.
+            self.allreduce_hosts(&spread, &mut all, DataType::U64, Op::Max, timeout)?;
             fold_blocks(ty, op, output, &all, stride, self.size);
             return Ok(());
         }

@@ -319,6 +319,7 @@ impl MpiEngine {
             },
             hidx,
         );
+        host.strict_calls = hosts == 1;
         // MPI launchers pin each rank to a core of its own, so this process's affinity mask
         // (one core) says nothing about whether the host's ranks each have one: count the
         // host's processors instead. Spinning a little before sleeping is what makes the
