@@ -298,6 +298,50 @@ pub fn npy_values(values: &[f32]) -> Vec<u8> {
 
 /// Decodes a 2-D square `.npy` of `<f4`, `<f8` or `<i2`, C order.
 pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
+    let (data, n, width) = npy_layout(bytes, path)?;
+    let body = &bytes[data..];
+    let want = n
+        .checked_mul(n)
+        .and_then(|c| c.checked_mul(width))
+        .ok_or_else(|| ferr(path, format!("shape ({n}, {n}) is too large")))?;
+    if body.len() < want {
+        return Err(ferr(
+            path,
+            format!(
+                "truncated: shape ({n}, {n}) needs {want} data bytes, the file has {}",
+                body.len()
+            ),
+        ));
+    }
+    if body.len() > want {
+        return Err(ferr(
+            path,
+            format!(
+                "wrong size: shape ({n}, {n}) needs {want} data bytes, the file has {}",
+                body.len()
+            ),
+        ));
+    }
+    let data: Vec<f32> = match width {
+        4 => body
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        8 => body
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32)
+            .collect(),
+        _ => body
+            .chunks_exact(2)
+            .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])) / 32767.0)
+            .collect(),
+    };
+    Ok(DistMatrix { n, data })
+}
+
+/// Where a square 2-D `.npy`'s data starts, its N and its element width (2, 4 or 8), from its
+/// leading bytes (the whole file, or at least its header).
+fn npy_layout(bytes: &[u8], path: &Path) -> Res<(usize, usize, usize)> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(ferr(path, "not a .npy file (bad magic)"));
     }
@@ -353,45 +397,7 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
             format!("wrong size: a distance matrix must be square and 2-D, shape is {shape:?}"),
         ));
     }
-    let n = shape[0];
-    let body = &bytes[start + hlen..];
-    let want = n
-        .checked_mul(n)
-        .and_then(|c| c.checked_mul(width))
-        .ok_or_else(|| ferr(path, format!("shape ({n}, {n}) is too large")))?;
-    if body.len() < want {
-        return Err(ferr(
-            path,
-            format!(
-                "truncated: shape ({n}, {n}) needs {want} data bytes, the file has {}",
-                body.len()
-            ),
-        ));
-    }
-    if body.len() > want {
-        return Err(ferr(
-            path,
-            format!(
-                "wrong size: shape ({n}, {n}) needs {want} data bytes, the file has {}",
-                body.len()
-            ),
-        ));
-    }
-    let data: Vec<f32> = match width {
-        4 => body
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        8 => body
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32)
-            .collect(),
-        _ => body
-            .chunks_exact(2)
-            .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])) / 32767.0)
-            .collect(),
-    };
-    Ok(DistMatrix { n, data })
+    Ok((start + hlen, shape[0], width))
 }
 
 /// Encodes as CSV.
@@ -549,22 +555,14 @@ pub fn read_rows(
             (0u64, 2u64, n as usize)
         }
         Format::Npy => {
-            // The header is small: read it, and let from_npy's checks judge it.
+            // The header is small: read it and judge it as from_npy does.
             let mut head = vec![0u8; size.min(64 * 1024) as usize];
             f.read_exact(&mut head).map_err(io)?;
-            let hlen = match head.get(6..12) {
-                Some([1, _, a, b, ..]) => u16::from_le_bytes([*a, *b]) as usize + 10,
-                Some([2 | 3, _, a, b, c, d]) => u32::from_le_bytes([*a, *b, *c, *d]) as usize + 12,
-                _ => return Err(ferr(path, "not a .npy file (bad magic or version)")),
-            };
-            if hlen > head.len() {
-                return Err(ferr(path, "truncated .npy header"));
-            }
-            let probe = from_npy_header(&head[..hlen], path)?;
-            if probe.1 != 4 {
+            let (data, n, width) = npy_layout(&head, path)?;
+            if width != 4 {
                 return Err(ferr(path, "reading by rows needs a <f4 .npy"));
             }
-            (hlen as u64, 4u64, probe.0)
+            (data as u64, 4u64, n)
         }
     };
     if rows.end > n || rows.start > rows.end {
@@ -641,45 +639,6 @@ fn from_spidal_rows(
         out.push(f32::from(v) / 32767.0);
     }
     Ok(out)
-}
-
-/// N and the element width of a `.npy` from its header bytes alone.
-fn from_npy_header(head: &[u8], path: &Path) -> Res<(usize, usize)> {
-    let header = std::str::from_utf8(&head[if head[6] == 1 { 10 } else { 12 }..])
-        .map_err(|_| ferr(path, "bad .npy header"))?;
-    let field = |key: &str| -> Option<&str> {
-        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
-        Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
-    };
-    let width = match field("descr")
-        .and_then(|r| r.strip_prefix('\''))
-        .and_then(|r| r.split('\'').next())
-    {
-        Some("<f4") => 4,
-        Some("<f8") => 8,
-        Some("<i2") => 2,
-        _ => return Err(ferr(path, "unsupported or missing .npy dtype")),
-    };
-    if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err(ferr(path, "Fortran-order .npy is not supported"));
-    }
-    let shape: Vec<usize> = field("shape")
-        .and_then(|r| r.strip_prefix('('))
-        .and_then(|r| r.split(')').next())
-        .map(|s| {
-            s.split(',')
-                .filter(|x| !x.trim().is_empty())
-                .filter_map(|x| x.trim().parse().ok())
-                .collect()
-        })
-        .ok_or_else(|| ferr(path, "no shape in .npy header"))?;
-    match shape[..] {
-        [a, b] if a == b => Ok((a, width)),
-        _ => Err(ferr(
-            path,
-            format!("a distance matrix must be square and 2-D, shape is {shape:?}"),
-        )),
-    }
 }
 
 #[cfg(test)]

@@ -272,6 +272,15 @@ pub fn delta_norm(delta: &DistMatrix) -> f64 {
         .sum()
 }
 
+/// SMACOF's stopping rule: the stress `raw` of this iteration is zero, or lower than the
+/// last one's by less than `threshold` of it.
+fn stress_settled(hist: &[IterStress], raw: f64, threshold: f64) -> bool {
+    match hist.last() {
+        Some(prev) => prev.raw - raw < threshold * prev.raw || raw == 0.0,
+        None => raw == 0.0,
+    }
+}
+
 /// Runs SMACOF from `start` (or the seeded random start), calling `on_iter(k, stress of X_k)`.
 pub fn smacof(
     pool: &Pool,
@@ -299,10 +308,7 @@ pub fn smacof(
             normalized: raw / norm,
         };
         on_iter(hist.len(), s);
-        let stop = match hist.last() {
-            Some(prev) => prev.raw - raw < opts.threshold * prev.raw || raw == 0.0,
-            None => raw == 0.0,
-        };
+        let stop = stress_settled(&hist, raw, opts.threshold);
         hist.push(s);
         if stop {
             converged = true;
@@ -449,10 +455,7 @@ pub fn smacof_ranks(
             normalized: raw / norm,
         };
         on_iter(hist.len(), s);
-        let stop = match hist.last() {
-            Some(prev) => prev.raw - raw < opts.threshold * prev.raw || raw == 0.0,
-            None => raw == 0.0,
-        };
+        let stop = stress_settled(&hist, raw, opts.threshold);
         hist.push(s);
         if stop {
             converged = true;
