@@ -9,11 +9,15 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
 use tiers_cluster::{Health, Op, Timeout};
 
+/// Every exported GASPI function: C callers promise what the GASPI specification asks of the
+/// pointers they pass (valid for the call, sized as documented); each body checks null
+/// pointers and sizes it can see before it dereferences anything.
 macro_rules! api {
     ($(fn $name:ident / $p:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block)*) => {$(
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> gaspi_return_t {
             #[allow(unused_unsafe)]
+            // SAFETY: the caller's contract on its pointer arguments (see above).
             let f = || -> R<()> { unsafe { $body } };
             match f() {
                 Ok(()) => GASPI_SUCCESS,
@@ -22,15 +26,21 @@ macro_rules! api {
         }
         #[no_mangle]
         pub unsafe extern "C" fn $p($($a: $t),*) -> gaspi_return_t {
+            // SAFETY: the same contract: the profiling name forwards its arguments unchanged.
             unsafe { $name($($a),*) }
         }
     )*};
 }
 
+/// Writes `v` through the caller's output pointer.
+///
+/// # Safety
+/// `p` is null or valid for a write of `T` (the GASPI caller's contract).
 unsafe fn out<T>(p: *mut T, v: T) -> R<()> {
     if p.is_null() {
         return Err(GASPI_ERR_NULLPTR);
     }
+    // SAFETY: non-null, and valid for a write by the function's contract.
     unsafe { p.write(v) };
     Ok(())
 }

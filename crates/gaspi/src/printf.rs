@@ -2,12 +2,18 @@
 //! exported entry points jump there with every register and the stack untouched (a cdylib
 //! exports only symbols defined in Rust).
 
+// SAFETY: both are defined in printf.c with C linkage; they are only jumped to, never called
+// from Rust, so their (variadic) signatures are the C caller's business.
 unsafe extern "C" {
     fn tiers_gaspi_printf_c();
     fn tiers_gaspi_printf_to_c();
 }
 
 /// `gaspi_printf(fmt, ...)`: prints `rank: message` on stdout.
+///
+/// # Safety
+/// As C's `printf`: `fmt` and the arguments must match. The jump leaves registers and stack
+/// exactly as the caller set them for the C function.
 #[unsafe(naked)]
 #[no_mangle]
 pub unsafe extern "C" fn gaspi_printf() {
@@ -18,6 +24,9 @@ pub unsafe extern "C" fn gaspi_printf() {
 }
 
 /// `gaspi_printf_to(rank, fmt, ...)`: prints only at `rank`.
+///
+/// # Safety
+/// As [`gaspi_printf`].
 #[unsafe(naked)]
 #[no_mangle]
 pub unsafe extern "C" fn gaspi_printf_to() {

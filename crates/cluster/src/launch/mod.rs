@@ -432,6 +432,7 @@ fn process_limit() -> Option<u64> {
 
 /// Free bytes in the shared-memory file system, when it can be asked.
 fn shm_free_bytes() -> Option<u64> {
+    // SAFETY: statvfs is plain old data, for which all-zero bytes are a valid value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a struct statvfs to fill.
     let ok = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) } == 0;
