@@ -714,18 +714,6 @@ fn mds_across_ranks_gives_the_same_points() {
             );
         }
     }
-    // The pipeline runs on one rank and says so instead of racing on its outputs.
-    let e = fail(&[
-        "run",
-        "-n",
-        "2",
-        "--",
-        exe,
-        "pipeline",
-        "--out",
-        &dir.path("pipe"),
-    ]);
-    assert!(e.contains("runs on one rank's threads"), "{e}");
 }
 
 #[test]

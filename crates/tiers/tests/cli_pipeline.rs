@@ -56,3 +56,91 @@ fn pipeline_recovers_planted_families_and_writes_every_output() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent.fasta"));
 }
+
+/// Runs the pipeline with `launch` (empty: alone) and returns its output directory.
+fn pipeline_under(launch: &[&str], tag: &str, extra: &[&str]) -> std::path::PathBuf {
+    let out = std::env::temp_dir().join(format!("tiers-pipeline-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let tiers = env!("CARGO_BIN_EXE_tiers");
+    let mut cmd = Command::new(tiers);
+    if !launch.is_empty() {
+        cmd.arg("run").args(launch).arg("--").arg(tiers);
+    }
+    let r = cmd
+        .arg("pipeline")
+        .args(extra)
+        .args(["--threads", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "{launch:?}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    out
+}
+
+/// The outputs every pattern must write byte for byte the same.
+const SAME: [&str; 3] = ["distances.bin", "clusters.txt", "points.csv"];
+
+fn assert_same_outputs(a: &std::path::Path, b: &std::path::Path) {
+    for f in SAME {
+        let (x, y) = (
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+        );
+        assert!(!x.is_empty(), "{f} is empty");
+        assert!(
+            x == y,
+            "{f} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
+    }
+}
+
+#[test]
+fn pipeline_across_ranks_writes_the_bytes_of_one_process() {
+    let args = ["--n", "150", "--max-clusters", "5"];
+    let alone = pipeline_under(&[], "alone", &args);
+    let procs = pipeline_under(&["-n", "2"], "procs", &args);
+    let threads = pipeline_under(&["-n", "3", "--engine", "local"], "local", &args);
+    assert_same_outputs(&alone, &procs);
+    assert_same_outputs(&alone, &threads);
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(procs.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s["ranks"], 2);
+    for d in [alone, procs, threads] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// SPIDAL's 2400 fungal sequences (`../shared/data/fungi`, or `$TIERS_DATA/fungi`): the
+/// pipeline under `tiers run -n 2` gives the clusters and points of one process.
+#[test]
+fn fungi_pipeline_under_two_ranks_matches_one_process() {
+    let dir = [
+        std::env::var_os("TIERS_DATA").map(std::path::PathBuf::from),
+        Some(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data").into()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|p| p.join("fungi/2400_gene_seq_testset.fna"))
+    .find(|p| p.exists());
+    let Some(fasta) = dir else {
+        eprintln!("note: fungi data not found (set TIERS_DATA); skipping");
+        return;
+    };
+    let fasta = fasta.to_string_lossy().into_owned();
+    let args = ["--input", &fasta, "--max-clusters", "10"];
+    let alone = pipeline_under(&[], "fungi-alone", &args);
+    let ranks = pipeline_under(&["-n", "2"], "fungi-ranks", &args);
+    assert_same_outputs(&alone, &ranks);
+    let labels = std::fs::read_to_string(alone.join("clusters.txt")).unwrap();
+    assert_eq!(labels.lines().count(), 2400);
+    for d in [alone, ranks] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

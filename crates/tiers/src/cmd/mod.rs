@@ -42,22 +42,6 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
-/// Refuses to run a one-rank command as a rank of a larger job (every rank would do the whole
-/// work and write the same files): `tiers run` says how many ranks there are.
-pub fn one_rank_only(command: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let ranks = std::env::var(tiers_cluster::env::SIZE)
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(1);
-    if ranks > 1 {
-        return Err(format!(
-            "tiers {command} runs on one rank's threads (--threads T), not as one of {ranks} ranks: start it without tiers run"
-        )
-        .into());
-    }
-    Ok(())
-}
-
 /// Every command of `tiers`.
 #[derive(Subcommand)]
 pub enum Command {

@@ -1,8 +1,10 @@
 //! `tiers pipeline`: the main job. Sequences → pairwise distances → deterministic-annealing
-//! clustering → SMACOF MDS → a plot coloured by cluster, all on one pool of the node tier, as
-//! [Qiu2012]'s bioinformaticians run it. Without `--input` it makes its own Alu-like sequences
-//! with planted families and checks the clusters against them; with real data (e.g. the 2400
-//! fungal sequences) and SPIDAL's outputs it reports the agreement with those.
+//! clustering → SMACOF MDS → a plot coloured by cluster, as [Qiu2012]'s bioinformaticians run
+//! it: on one process's threads, or under `tiers run -n M` (or `mpirun`) on every rank's
+//! threads, each rank holding only its rows of the matrix, with the same output bytes.
+//! Without `--input` it makes its own Alu-like sequences with planted families and checks the
+//! clusters against them; with real data (e.g. the 2400 fungal sequences) and SPIDAL's outputs
+//! it reports the agreement with those.
 
 use crate::draw;
 use clap::Args;
@@ -43,22 +45,49 @@ pub struct PipelineArgs {
     pub reference_points: Option<PathBuf>,
 }
 
-pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
-    super::one_rank_only("pipeline")?;
+/// What the stages leave for the outputs (rank 0's copy).
+struct Stages {
+    labels: Vec<usize>,
+    k: usize,
+    points: Vec<f64>,
+    stress: f64,
+    iterations: usize,
+    seconds: [f64; 3],
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+pub fn run(a: PipelineArgs) -> Res<()> {
+    // Every rank of the job (one when started alone) runs the stages; rank 0 writes.
+    let results = tiers_cluster::spmd(|w| run_rank(w, &a).map_err(|e| e.to_string()))?;
+    for r in results {
+        r?;
+    }
+    Ok(())
+}
+
+fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
     let t_all = Instant::now();
+    let root = w.rank() == 0;
+    let say = |msg: String| {
+        if root {
+            eprintln!("[pipeline] {msg}");
+        }
+    };
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut builder = tiers_node::Pool::builder();
     if let Some(t) = a.threads {
         builder = builder.threads(t);
     }
     let pool = builder.build()?;
-    eprintln!(
-        "[pipeline] {} worker thread(s) on cpus {:?}",
+    say(format!(
+        "{} rank(s) x {} worker thread(s) (rank 0 on cpus {:?})",
+        w.size(),
         pool.threads(),
         pool.cpus()
-    );
+    ));
 
-    // 1. Sequences.
+    // 1. Sequences (every rank makes or reads the same ones).
     let (records, planted) = match &a.input {
         Some(p) => (fasta::read(p)?, None),
         None => {
@@ -69,92 +98,98 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
             let seqs = alu::generate(&spec);
             let fams: Vec<(usize, usize)> = seqs.iter().map(|s| (s.family, s.subfamily)).collect();
             let recs: Vec<_> = seqs.into_iter().map(|s| s.record).collect();
-            std::fs::write(a.out.join("sequences.fasta"), fasta::format(&recs))?;
+            if root {
+                std::fs::write(a.out.join("sequences.fasta"), fasta::format(&recs))?;
+            }
             (recs, Some(fams))
         }
     };
-    if records.len() < 2 {
+    let n = records.len();
+    if n < 2 {
         return Err("the pipeline needs at least 2 sequences".into());
     }
-    eprintln!("[pipeline] {} sequences", records.len());
-
-    // 2. Distances.
-    let t = Instant::now();
+    say(format!("{n} sequences"));
     let metric = distance::Metric::parse(&a.metric)?;
     let seqs: Vec<&[u8]> = records.iter().map(|r| r.seq.as_slice()).collect();
-    let d = distance::pairwise(&pool, &seqs, metric)?;
-    matrix::write(&a.out.join("distances.bin"), &d, false)?;
-    let t_dist = t.elapsed().as_secs_f64();
-    eprintln!("[pipeline] {} distances in {t_dist:.2} s", metric.name());
-
-    // 3. Clustering.
-    let t = Instant::now();
-    let copts = clustering::ClusterOptions {
+    let mut copts = clustering::ClusterOptions {
         max_clusters: a.max_clusters,
         ..Default::default()
     };
-    let powered;
-    let dc = if a.power == 1.0 {
-        &d
-    } else {
-        let mut p = d.clone();
-        p.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
-        powered = p;
-        &powered
-    };
-    let c = clustering::da_pwc(&pool, dc, &copts, |e| {
-        if let clustering::Event::Split { t, cluster, .. } = e {
-            eprintln!("[pipeline] cluster {cluster} splits at temperature {t:.4}");
-        }
-    });
-    std::fs::write(
-        a.out.join("clusters.txt"),
-        clustering::format_labels(&c.labels),
-    )?;
-    let t_clu = t.elapsed().as_secs_f64();
-    eprintln!("[pipeline] {} clusters in {t_clu:.2} s", c.k);
-
-    // 4. MDS.
-    let t = Instant::now();
+    if copts.max_clusters > n {
+        say(format!("{n} sequences: at most {n} clusters"));
+        copts.max_clusters = n;
+    }
+    copts.validate(n)?;
+    if !(a.power.is_finite() && a.power > 0.0) {
+        return Err(format!("--power {}: must be a positive number", a.power).into());
+    }
     let mopts = mds::MdsOptions {
         dims: 3,
         max_iter: 300,
         ..Default::default()
     };
-    let m = mds::smacof(&pool, &d, None, &mopts, |k, s| {
-        if k % 50 == 0 {
-            eprintln!(
-                "[pipeline] mds iteration {k}: normalised stress {:.6}",
-                s.normalized
-            );
+    mopts.validate(n)?;
+    let on_split = |e: &clustering::Event| {
+        if let clustering::Event::Split { t, cluster, .. } = e {
+            say(format!("cluster {cluster} splits at temperature {t:.4}"));
         }
-    });
+    };
+    let on_iter = |k: usize, s: mds::IterStress| {
+        if k % 50 == 0 {
+            say(format!(
+                "mds iteration {k}: normalised stress {:.6}",
+                s.normalized
+            ));
+        }
+    };
+    let stages = if w.size() == 1 {
+        alone(&pool, a, &seqs, metric, &copts, &mopts, on_split, on_iter)?
+    } else {
+        ranks(
+            w, &pool, a, &seqs, metric, &copts, &mopts, on_split, on_iter,
+        )?
+    };
+    let [t_dist, t_clu, t_mds] = stages.seconds;
+    say(format!("{} distances in {t_dist:.2} s", metric.name()));
+    say(format!("{} clusters in {t_clu:.2} s", stages.k));
+    say(format!(
+        "mds: {} iterations, normalised stress {:.6}, {t_mds:.2} s",
+        stages.iterations, stages.stress
+    ));
+    if !root {
+        return Ok(());
+    }
+    let Stages {
+        labels,
+        k,
+        points,
+        stress,
+        ..
+    } = stages;
+    std::fs::write(
+        a.out.join("clusters.txt"),
+        clustering::format_labels(&labels),
+    )?;
     std::fs::write(
         a.out.join("points.csv"),
-        mds::format_points(&m.points, 3, true),
+        mds::format_points(&points, 3, true),
     )?;
-    let t_mds = t.elapsed().as_secs_f64();
-    let stress = m.stress.last().map_or(f64::NAN, |s| s.normalized);
-    eprintln!(
-        "[pipeline] mds: {} iterations, normalised stress {stress:.6}, {t_mds:.2} s",
-        m.iterations
-    );
-
     // 5. Plot.
     draw::write(
         &a.out.join("mds.png"),
-        &m.points,
+        &points,
         3,
-        &c.labels,
+        &labels,
         "tiers pipeline: MDS coloured by cluster",
     )?;
 
     // 6. Agreement.
     let mut summary = json!({
         "sequences": records.len(),
+        "ranks": w.size(),
         "threads": pool.threads(),
         "metric": metric.name(),
-        "clusters": c.k,
+        "clusters": k,
         "mds_normalised_stress": stress,
         "seconds": {"distances": t_dist, "cluster": t_clu, "mds": t_mds, "total": t_all.elapsed().as_secs_f64()},
     });
@@ -162,8 +197,8 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
         let fam: Vec<usize> = planted.iter().map(|p| p.0).collect();
         let sub: Vec<usize> = planted.iter().map(|p| p.1).collect();
         let (af, asub) = (
-            compare::adjusted_rand_index(&c.labels, &fam),
-            compare::adjusted_rand_index(&c.labels, &sub),
+            compare::adjusted_rand_index(&labels, &fam),
+            compare::adjusted_rand_index(&labels, &sub),
         );
         summary["ari_vs_planted_families"] = json!(af);
         summary["ari_vs_planted_subfamilies"] = json!(asub);
@@ -174,23 +209,23 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(p) = &a.reference_clusters {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let r = clustering::parse_labels(&text, &p.display().to_string())?;
-        if r.len() != c.labels.len() {
+        if r.len() != labels.len() {
             return Err(format!(
                 "{}: {} labels for {} sequences",
                 p.display(),
                 r.len(),
-                c.labels.len()
+                labels.len()
             )
             .into());
         }
-        let ari = compare::adjusted_rand_index(&c.labels, &r);
+        let ari = compare::adjusted_rand_index(&labels, &r);
         summary["ari_vs_reference"] = json!(ari);
         println!("adjusted Rand index against {}: {ari:.3}", p.display());
     }
     if let Some(p) = &a.reference_points {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let (r, _) = mds::parse_points(&text, 3, &p.display().to_string())?;
-        if r.len() != m.points.len() {
+        if r.len() != points.len() {
             return Err(format!(
                 "{}: {} points for {} sequences",
                 p.display(),
@@ -199,7 +234,7 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
             )
             .into());
         }
-        let fit = compare::procrustes(&m.points, &r, 3);
+        let fit = compare::procrustes(&points, &r, 3);
         summary["procrustes_disparity_vs_reference"] = json!(fit.disparity);
         println!(
             "Procrustes disparity against {}: {:.4}",
@@ -214,9 +249,94 @@ pub fn run(a: PipelineArgs) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{} sequences, {} clusters, MDS stress {stress:.4}; outputs in {} (clusters.txt, points.csv, mds.png, summary.json); {:.1} s",
         records.len(),
-        c.k,
+        k,
         a.out.display(),
         t_all.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The stages on one process: the whole matrix in memory.
+#[allow(clippy::too_many_arguments)]
+fn alone(
+    pool: &tiers_node::Pool,
+    a: &PipelineArgs,
+    seqs: &[&[u8]],
+    metric: distance::Metric,
+    copts: &clustering::ClusterOptions,
+    mopts: &mds::MdsOptions,
+    on_split: impl FnMut(&clustering::Event),
+    on_iter: impl FnMut(usize, mds::IterStress),
+) -> Res<Stages> {
+    let t = Instant::now();
+    let d = distance::pairwise(pool, seqs, metric)?;
+    matrix::write(&a.out.join("distances.bin"), &d, false)?;
+    let t_dist = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let c = if a.power == 1.0 {
+        clustering::da_pwc(pool, &d, copts, on_split)
+    } else {
+        let mut p = d.clone();
+        p.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+        clustering::da_pwc(pool, &p, copts, on_split)
+    };
+    let t_clu = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let m = mds::smacof(pool, &d, None, mopts, on_iter);
+    Ok(Stages {
+        labels: c.labels,
+        k: c.k,
+        stress: m.stress.last().map_or(f64::NAN, |s| s.normalized),
+        iterations: m.iterations,
+        points: m.points,
+        seconds: [t_dist, t_clu, t.elapsed().as_secs_f64()],
+    })
+}
+
+/// The stages as one rank of a job: this rank's rows of the matrix only (O(N²/p) memory),
+/// written into the one `distances.bin` at their offset; the clustering gathers δ·M and the
+/// MDS the configuration from every rank. The bits are those of [`alone`].
+#[allow(clippy::too_many_arguments)]
+fn ranks(
+    w: &tiers_cluster::World,
+    pool: &tiers_node::Pool,
+    a: &PipelineArgs,
+    seqs: &[&[u8]],
+    metric: distance::Metric,
+    copts: &clustering::ClusterOptions,
+    mopts: &mds::MdsOptions,
+    on_split: impl FnMut(&clustering::Event),
+    on_iter: impl FnMut(usize, mds::IterStress),
+) -> Res<Stages> {
+    let t = Instant::now();
+    let block = distance::pairwise_ranks(w, pool, seqs, metric, |_, _| {})?;
+    super::rows_file::write(
+        w,
+        &a.out.join("distances.bin"),
+        matrix::Format::SpidalLe,
+        &block,
+    )?;
+    let t_dist = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut powered = block.clone();
+    if a.power != 1.0 {
+        powered
+            .data
+            .iter_mut()
+            .for_each(|v| *v = v.powf(a.power as f32));
+    }
+    let delta = clustering::RankRows::new(w, powered, copts.max_clusters + 2)?;
+    let c = clustering::da_pwc(pool, &delta, copts, on_split);
+    delta.finish()?;
+    let t_clu = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let m = mds::smacof_ranks(w, pool, &block, mopts, on_iter)?;
+    Ok(Stages {
+        labels: c.labels,
+        k: c.k,
+        stress: m.stress.last().map_or(f64::NAN, |s| s.normalized),
+        iterations: m.iterations,
+        points: m.points,
+        seconds: [t_dist, t_clu, t.elapsed().as_secs_f64()],
+    })
 }
