@@ -262,9 +262,35 @@ impl Report {
             let _ = write!(header, "{p:>w$} ");
         }
         let with_limit = self.rows.iter().any(Row::is_limit);
+        // Numeric extras (speedup, efficiency, peak memory, …) as trailing columns.
+        let mut extra_names: Vec<&str> = Vec::new();
+        for r in &self.rows {
+            for (k, v) in &r.extra {
+                if v.is_number() && !extra_names.contains(&k.as_str()) {
+                    extra_names.push(k);
+                }
+            }
+        }
+        let extras = |r: &Row| -> String {
+            extra_names
+                .iter()
+                .map(|k| {
+                    let v = r
+                        .extra
+                        .iter()
+                        .find(|(rk, v)| rk == k && v.is_number())
+                        .map_or("-".into(), |(_, v)| fmt_value(v));
+                    format!(" {v:>w$}", w = k.len().max(9))
+                })
+                .collect()
+        };
+        let extra_header: String = extra_names
+            .iter()
+            .map(|k| format!(" {k:>w$}", w = k.len().max(9)))
+            .collect();
         let _ = writeln!(
             out,
-            "{header}{:<imp_w$} {:>14} {:>9}{}",
+            "{header}{:<imp_w$} {:>14} {:>9}{}{extra_header}",
             "impl",
             "value",
             "ratio",
@@ -314,10 +340,11 @@ impl Report {
                 };
                 let _ = writeln!(
                     out,
-                    "{line}{:<imp_w$} {:>14} {:>8.3}x{vs_limit}{}",
+                    "{line}{:<imp_w$} {:>14} {:>8.3}x{vs_limit}{}{}",
                     r.imp,
                     fmt_num(r.value),
                     ratio,
+                    extras(r),
                     if r.value == best && rivals > 1 && !r.is_limit() {
                         "  *best"
                     } else {

@@ -24,7 +24,8 @@ fn arg<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-fn tiers(exe: &Path, args: &[String]) -> Res<()> {
+/// Runs `tiers ARGS`; its standard error on success.
+fn tiers(exe: &Path, args: &[String]) -> Res<String> {
     let out = Command::new(exe).args(args).output()?;
     if !out.status.success() {
         return Err(format!(
@@ -34,7 +35,16 @@ fn tiers(exe: &Path, args: &[String]) -> Res<()> {
         )
         .into());
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The launcher's `--peak-rss` line, in MiB.
+fn peak_rss_mib(stderr: &str) -> Option<f64> {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("[tiers run] peak RSS of the largest rank: "))
+        .and_then(|r| r.strip_suffix(" MiB"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The patterns t×m×1 with t·m ≤ `cores`, t and m powers of two.
@@ -109,6 +119,8 @@ fn measure(
     let pats = patterns(cores);
     let runs_file = dir.join("runs.json");
     let runs = s(runs_file.clone());
+    // The peak RSS of the largest rank, per pattern (the most over the rounds).
+    let mut rss: std::collections::HashMap<(usize, usize), f64> = Default::default();
     for round in 0..rounds {
         for &(t, m) in &pats {
             progress(
@@ -116,7 +128,7 @@ fn measure(
                 format!("hybrid {app}: round {}/{rounds}, {t}x{m}x1", round + 1),
             );
             let (ts, ms) = (t.to_string(), m.to_string());
-            let mut a: Vec<String> = ["run", "-n", &ms, "--threads", &ts, "--"]
+            let mut a: Vec<String> = ["run", "-n", &ms, "--threads", &ts, "--peak-rss", "--"]
                 .map(String::from)
                 .to_vec();
             a.push(exe.display().to_string());
@@ -161,7 +173,11 @@ fn measure(
             if app == "render" {
                 a.retain(|x| x != "--quiet");
             }
-            tiers(exe, &a)?;
+            let err = tiers(exe, &a)?;
+            if let Some(mib) = peak_rss_mib(&err) {
+                let e = rss.entry((t, m)).or_insert(0.0);
+                *e = e.max(mib);
+            }
         }
     }
     let all = crate::runs::read(&runs_file)?.runs;
@@ -205,9 +221,13 @@ fn measure(
             "overhead".into(),
             json!((p.overhead * 10000.0).round() / 10000.0),
         ));
+        if let Some(mib) = rss.get(&(t, m)) {
+            row.extra
+                .push(("peak_rss_mib".into(), json!((mib * 10.0).round() / 10.0)));
+        }
     }
     report.note(format!(
-        "{app} at size {size} (kmer distances for mds and cluster), every pattern t x m x 1 with t*m <= {cores} cores, median of {rounds} rounds alternating the patterns; seconds as the app records them (per iteration for mds and cluster); efficiency and overhead against 1x1x1"
+        "{app} at size {size} (kmer distances for mds and cluster), every pattern t x m x 1 with t*m <= {cores} cores, median of {rounds} rounds alternating the patterns; seconds as the app records them (per iteration for mds and cluster); efficiency and overhead against 1x1x1; peak_rss_mib: the largest rank's peak resident memory (per rank O(N^2/p + N*d) for mds and cluster)"
     ));
     Ok((report, med))
 }
@@ -215,6 +235,13 @@ fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_launchers_rss_line_parses() {
+        let err = "x\n[tiers run] peak RSS of the largest rank: 12.5 MiB\n";
+        assert_eq!(peak_rss_mib(err), Some(12.5));
+        assert_eq!(peak_rss_mib("nothing"), None);
+    }
 
     #[test]
     fn patterns_fit_the_cores() {

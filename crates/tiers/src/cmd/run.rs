@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// 0, the others read /dev/null, as mpirun does) or `none` (every rank reads /dev/null).
     #[arg(long, default_value = "rank0", value_parser = ["rank0", "none"])]
     pub stdin: String,
+    /// After the job, print the peak resident memory of its largest rank (`[tiers run] peak
+    /// RSS …`): what the ranks' memory per rank (O(N²/p) for the applications) comes to.
+    #[arg(long)]
+    pub peak_rss: bool,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -80,6 +84,14 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     job.timeout = a.timeout;
     job.stdin_to_rank0 = a.stdin == "rank0";
     let out = job.run()?;
+    if a.peak_rss {
+        if let Some(kib) = largest_child_rss_kib() {
+            eprintln!(
+                "[tiers run] peak RSS of the largest rank: {:.1} MiB",
+                kib as f64 / 1024.0
+            );
+        }
+    }
     match &out.stop {
         Some(Stop::Signal(sig)) => {
             return Err(Exit::new(
@@ -112,6 +124,20 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map(|(r, e)| format!("rank {r}: {e}"))
         .collect();
     Err(format!("job failed ({})", bad.join(", ")).into())
+}
+
+/// The largest resident set of any child this process has waited for (the ranks: the
+/// launcher reaps every one), in KiB as Linux reports `ru_maxrss`.
+fn largest_child_rss_kib() -> Option<u64> {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` into the pointer, which is valid and aligned.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, u.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: getrusage succeeded, so the struct is initialised (it was zeroed before).
+    let u = unsafe { u.assume_init() };
+    u64::try_from(u.ru_maxrss).ok()
 }
 
 #[cfg(test)]
