@@ -50,6 +50,7 @@
 //! sequences (SWG distances by tiers, 10 clusters) the default agrees with SPIDAL's own
 //! clusters with ARI 0.29 and SPIDAL's procedure with ARI 0.72.
 
+mod ports;
 mod spidal;
 
 use crate::matrix::DistMatrix;
@@ -70,6 +71,32 @@ pub enum Method {
     /// exactly duplicated cluster every `wait_temperatures + 1` temperatures, a final freezing
     /// stage (see [the module documentation](self#spidal-mode)).
     Spidal,
+}
+
+/// How the clustering's inner loops (the product δ·M, the memberships' partial sums and their
+/// update) are run on a rank's threads: seed 000 compares both on the same clustering. Both
+/// give the same bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Style {
+    /// Loops of the node tier's pool (`for_each` over row blocks), as TPL's `Parallel.For`.
+    #[default]
+    Loop,
+    /// Message-driven, as CCR's ports: worker 0 posts blocks of rows to the workers' ports
+    /// and gathers the results (rows, partial sums) from its own.
+    Messages,
+}
+
+impl Style {
+    /// `loop` or `messages`.
+    pub fn parse(s: &str) -> crate::Result<Style> {
+        match s {
+            "loop" => Ok(Style::Loop),
+            "messages" => Ok(Style::Messages),
+            _ => Err(crate::Error::Invalid(format!(
+                "unknown style {s:?}: use loop or messages"
+            ))),
+        }
+    }
 }
 
 /// DA-PWC settings (defaults from SPIDAL's fungi run).
@@ -122,6 +149,8 @@ pub struct ClusterOptions {
     /// same temperature; with the default 1 the next split test waits for the next temperature,
     /// so a freshly split cluster is not split again before the system has cooled.
     pub splits_per_temperature: usize,
+    /// How the inner loops run on the threads (the same bits either way).
+    pub style: Style,
 }
 
 impl ClusterOptions {
@@ -205,6 +234,7 @@ impl Default for ClusterOptions {
             duplication_em_limit: 200,
             min_cluster_size: 25.0,
             splits_per_temperature: 1,
+            style: Style::Loop,
         }
     }
 }
@@ -283,7 +313,7 @@ pub trait Delta: Sync {
     /// N.
     fn n(&self) -> usize;
     /// S = δ·M (N×K, all rows): S_i(k) = Σ_j δ_ij M_j(k).
-    fn times(&self, pool: &Pool, m: &[f64], k: usize, out: &mut [f64]);
+    fn times(&self, pool: &Pool, style: Style, m: &[f64], k: usize, out: &mut [f64]);
     /// Σ_{j≠i} δ_ij for every row i.
     fn row_sums(&self) -> Vec<f64>;
 }
@@ -292,8 +322,8 @@ impl Delta for DistMatrix {
     fn n(&self) -> usize {
         self.n
     }
-    fn times(&self, pool: &Pool, m: &[f64], k: usize, out: &mut [f64]) {
-        delta_times(pool, self, m, k, out);
+    fn times(&self, pool: &Pool, style: Style, m: &[f64], k: usize, out: &mut [f64]) {
+        times_rows(pool, style, &self.data, self.n, m, k, out);
     }
     fn row_sums(&self) -> Vec<f64> {
         (0..self.n).map(|i| row_sum(self.row(i), i)).collect()
@@ -445,7 +475,7 @@ impl Delta for RankRows<'_> {
     fn n(&self) -> usize {
         self.rows.n
     }
-    fn times(&self, pool: &Pool, m: &[f64], k: usize, out: &mut [f64]) {
+    fn times(&self, pool: &Pool, style: Style, m: &[f64], k: usize, out: &mut [f64]) {
         if self.failed.get().is_some() {
             out.fill(f64::NAN);
             return;
@@ -453,8 +483,8 @@ impl Delta for RankRows<'_> {
         let (first, len, n) = (self.rows.rows.start, self.rows.rows.len(), self.rows.n);
         times_rows(
             pool,
+            style,
             &self.rows.data,
-            first,
             n,
             m,
             k,
@@ -472,37 +502,66 @@ impl Delta for RankRows<'_> {
 
 /// S = δ·M (N×K): S_i(k) = Σ_j δ_ij M_j(k), by row blocks.
 pub fn delta_times(pool: &Pool, delta: &DistMatrix, m: &[f64], k: usize, out: &mut [f64]) {
-    times_rows(pool, &delta.data, 0, delta.n, m, k, out);
+    times_rows(pool, Style::Loop, &delta.data, delta.n, m, k, out);
 }
 
-/// Rows `first..first + out.len() / k` of δ·M from those rows of δ (`n` wide).
+/// Row `i` of δ·M from row `d` of δ.
+fn product_row(d: &[f32], m: &[f64], k: usize, o: &mut [f64]) {
+    o.fill(0.0);
+    if k == 1 {
+        o[0] = d.iter().zip(m).map(|(&a, &b)| f64::from(a) * b).sum();
+        return;
+    }
+    for (j, &dij) in d.iter().enumerate() {
+        let dij = f64::from(dij);
+        let mj = &m[j * k..(j + 1) * k];
+        for (a, &b) in o.iter_mut().zip(mj) {
+            *a += dij * b;
+        }
+    }
+}
+
+/// The rows `b·BLOCK_ROWS..` of a `rows`-row range (block `b`).
+fn block(b: usize, rows: usize) -> std::ops::Range<usize> {
+    let start = b * ports::BLOCK_ROWS;
+    start..(start + ports::BLOCK_ROWS).min(rows)
+}
+
+/// Some rows of δ·M (`out`, `out.len() / k` rows) from the same rows of δ (`n` wide).
 fn times_rows(
     pool: &Pool,
+    style: Style,
     delta_rows: &[f32],
-    first: usize,
     n: usize,
     m: &[f64],
     k: usize,
     out: &mut [f64],
 ) {
-    par_rows(pool, out, k, Schedule::Dynamic(32), |local, block| {
-        for (li, o) in local.zip(block.chunks_mut(k)) {
-            o.fill(0.0);
-            let i = li + first;
-            let d = &delta_rows[(i - first) * n..(i - first + 1) * n];
-            if k == 1 {
-                o[0] = d.iter().zip(m).map(|(&a, &b)| f64::from(a) * b).sum();
-                continue;
+    let row = |li: usize| &delta_rows[li * n..(li + 1) * n];
+    match style {
+        Style::Loop => par_rows(pool, out, k, Schedule::Dynamic(32), |local, block| {
+            for (li, o) in local.zip(block.chunks_mut(k)) {
+                product_row(row(li), m, k, o);
             }
-            for (j, &dij) in d.iter().enumerate() {
-                let dij = f64::from(dij);
-                let mj = &m[j * k..(j + 1) * k];
-                for (a, &b) in o.iter_mut().zip(mj) {
-                    *a += dij * b;
-                }
-            }
+        }),
+        Style::Messages => {
+            let rows = out.len() / k.max(1);
+            ports::by_messages(
+                pool,
+                rows.div_ceil(ports::BLOCK_ROWS),
+                |b| block(b, rows).len() * k,
+                |b, buf| {
+                    for (li, o) in block(b, rows).zip(buf.chunks_mut(k)) {
+                        product_row(row(li), m, k, o);
+                    }
+                },
+                |b, buf| {
+                    let r = block(b, rows);
+                    out[r.start * k..r.end * k].copy_from_slice(buf);
+                },
+            );
         }
-    });
+    }
 }
 
 /// The largest eigenvalue of L v = P(−δ W v) for cluster weights `w` (Σ w = 1) and its
@@ -534,7 +593,7 @@ fn power_method<D: Delta + ?Sized>(
             for j in 0..n {
                 wv[j] = w[j] * v[j];
             }
-            delta.times(pool, &wv, 1, &mut y);
+            delta.times(pool, opts.style, &wv, 1, &mut y);
             y.iter_mut().zip(&v).for_each(|(a, b)| *a = -*a + shift * b);
             center(&mut y);
             // Rayleigh quotient in the w-inner product (L is self-adjoint there).
@@ -570,6 +629,7 @@ fn power_method<D: Delta + ?Sized>(
 pub fn em_step<D: Delta + ?Sized>(
     pool: &Pool,
     delta: &D,
+    style: Style,
     m: &mut [f64],
     k: usize,
     t: f64,
@@ -579,14 +639,49 @@ pub fn em_step<D: Delta + ?Sized>(
 ) -> f64 {
     let n = delta.n();
     s.resize(n * k, 0.0);
-    delta.times(pool, m, k, s);
-    let c: Vec<f64> = (0..k)
-        .map(|c| (0..n).map(|i| m[i * k + c]).sum::<f64>())
-        .collect();
+    delta.times(pool, style, m, k, s);
+    // C(k) = Σ_i M_i(k) and Σ_i M_i(k) S_i(k), as partial sums over fixed blocks of rows added
+    // in block order: the same bits in either style and for any number of threads.
+    let blocks = n.div_ceil(ports::BLOCK_ROWS);
+    let mut partial = vec![0.0; blocks * 2 * k];
+    {
+        let (m, s) = (&*m, &*s);
+        let sums = |b: usize, out: &mut [f64]| {
+            let (c, a) = out.split_at_mut(k);
+            for i in block(b, n) {
+                for cl in 0..k {
+                    c[cl] += m[i * k + cl];
+                    a[cl] += m[i * k + cl] * s[i * k + cl];
+                }
+            }
+        };
+        match style {
+            Style::Loop => par_rows(
+                pool,
+                &mut partial,
+                2 * k,
+                Schedule::Dynamic(4),
+                |bs, out| {
+                    for (b, o) in bs.zip(out.chunks_mut(2 * k)) {
+                        sums(b, o);
+                    }
+                },
+            ),
+            Style::Messages => ports::by_messages(
+                pool,
+                blocks,
+                |_| 2 * k,
+                sums,
+                |b, buf| partial[b * 2 * k..(b + 1) * 2 * k].copy_from_slice(buf),
+            ),
+        }
+    }
+    let mut c = vec![0.0; k];
     let mut a = vec![0.0; k];
-    for i in 0..n {
+    for p in partial.chunks_exact(2 * k) {
         for cl in 0..k {
-            a[cl] += m[i * k + cl] * s[i * k + cl];
+            c[cl] += p[cl];
+            a[cl] += p[k + cl];
         }
     }
     for cl in 0..k {
@@ -597,26 +692,48 @@ pub fn em_step<D: Delta + ?Sized>(
     let old: Vec<f64> = if first { Vec::new() } else { eps.clone() };
     eps.resize(n * k, 0.0);
     let (c, a, s) = (&c, &a, &*s);
-    par_rows2(pool, m, k, eps, k, Schedule::Dynamic(64), |rows, mb, eb| {
-        for ((i, mrow), erow) in rows.zip(mb.chunks_mut(k)).zip(eb.chunks_mut(k)) {
-            let srow = &s[i * k..(i + 1) * k];
-            let mut emin = f64::INFINITY;
-            for cl in 0..k {
-                let e = srow[cl] / c[cl].max(1e-300) + a[cl];
-                erow[cl] = e;
-                emin = emin.min(e);
-            }
-            let mut z = 0.0;
-            for cl in 0..k {
-                let v = (c[cl] / n as f64) * (-(erow[cl] - emin) / t).exp();
-                mrow[cl] = v;
-                z += v;
-            }
-            for v in mrow.iter_mut() {
-                *v /= z;
-            }
+    let update = |i: usize, mrow: &mut [f64], erow: &mut [f64]| {
+        let srow = &s[i * k..(i + 1) * k];
+        let mut emin = f64::INFINITY;
+        for cl in 0..k {
+            let e = srow[cl] / c[cl].max(1e-300) + a[cl];
+            erow[cl] = e;
+            emin = emin.min(e);
         }
-    });
+        let mut z = 0.0;
+        for cl in 0..k {
+            let v = (c[cl] / n as f64) * (-(erow[cl] - emin) / t).exp();
+            mrow[cl] = v;
+            z += v;
+        }
+        for v in mrow.iter_mut() {
+            *v /= z;
+        }
+    };
+    match style {
+        Style::Loop => par_rows2(pool, m, k, eps, k, Schedule::Dynamic(64), |rows, mb, eb| {
+            for ((i, mrow), erow) in rows.zip(mb.chunks_mut(k)).zip(eb.chunks_mut(k)) {
+                update(i, mrow, erow);
+            }
+        }),
+        Style::Messages => ports::by_messages(
+            pool,
+            blocks,
+            |b| block(b, n).len() * 2 * k,
+            |b, buf| {
+                let (mb, eb) = buf.split_at_mut(block(b, n).len() * k);
+                for ((i, mrow), erow) in block(b, n).zip(mb.chunks_mut(k)).zip(eb.chunks_mut(k)) {
+                    update(i, mrow, erow);
+                }
+            },
+            |b, buf| {
+                let r = block(b, n);
+                let (mb, eb) = buf.split_at(r.len() * k);
+                m[r.start * k..r.end * k].copy_from_slice(mb);
+                eps[r.start * k..r.end * k].copy_from_slice(eb);
+            },
+        ),
+    }
     if first {
         return f64::INFINITY;
     }
@@ -663,7 +780,9 @@ pub fn da_pwc<D: Delta + ?Sized>(
         let mut em = 0;
         loop {
             let first = eps.len() != n * k || em == 0;
-            let change = em_step(pool, delta, &mut m, k, t, &mut s, &mut eps, first);
+            let change = em_step(
+                pool, delta, opts.style, &mut m, k, t, &mut s, &mut eps, first,
+            );
             em += 1;
             if (!first && change < tol) || em >= opts.em_limit || k == 1 {
                 break;
@@ -917,6 +1036,39 @@ mod tests {
             }
         }
         DistMatrix::new(n, data)
+    }
+
+    #[test]
+    fn message_style_gives_the_loop_styles_bits() {
+        // 200 points: several blocks of rows, the last one short.
+        let (d, truth) = gaussian_blobs(50, &[(0.0, 0.0), (5.0, 0.0), (0.0, 5.0), (5.0, 5.0)], 4);
+        for method in [Method::Tiers, Method::Spidal] {
+            let opts = ClusterOptions {
+                method,
+                max_clusters: 4,
+                min_cluster_size: 5.0,
+                ..Default::default()
+            };
+            let one = Pool::builder().threads(1).build().unwrap();
+            let looped = da_pwc(&one, &d, &opts, |_| {});
+            assert!(adjusted_rand_index(&looped.labels, &truth) > 0.9);
+            let by_messages = ClusterOptions {
+                style: Style::Messages,
+                ..opts.clone()
+            };
+            for threads in [1, 2, 3] {
+                let pool = Pool::builder().threads(threads).build().unwrap();
+                let r = da_pwc(&pool, &d, &by_messages, |_| {});
+                assert_eq!(r.labels, looped.labels, "{method:?}, {threads} threads");
+                assert_eq!(
+                    r.memberships, looped.memberships,
+                    "{method:?}, {threads} threads"
+                );
+                assert_eq!(r.em_iterations, looped.em_iterations);
+            }
+        }
+        assert!(Style::parse("ports").is_err());
+        assert_eq!(Style::parse("messages").unwrap(), Style::Messages);
     }
 
     #[test]

@@ -689,8 +689,12 @@ fn mds_across_ranks_gives_the_same_points() {
         let mut a1 = vec!["cluster", d.as_str(), "--out", one.as_str()];
         a1.extend(args.iter().copied());
         ok(&a1);
-        for (engine, n) in [("shm", "2"), ("local", "3")] {
-            let outp = dir.path(&format!("c-{engine}-{n}-{spidal}.txt"));
+        for (engine, n, style) in [
+            ("shm", "2", "loop"),
+            ("local", "3", "loop"),
+            ("shm", "2", "messages"),
+        ] {
+            let outp = dir.path(&format!("c-{engine}-{n}-{spidal}-{style}.txt"));
             let mut ar = vec![
                 "run",
                 "-n",
@@ -704,13 +708,17 @@ fn mds_across_ranks_gives_the_same_points() {
                 d.as_str(),
                 "--out",
                 outp.as_str(),
+                "--style",
+                style,
+                "--threads",
+                "2",
             ];
             ar.extend(args.iter().copied());
             ok(&ar);
             assert_eq!(
                 std::fs::read(&outp).unwrap(),
                 std::fs::read(&one).unwrap(),
-                "{engine} -n {n}, spidal {spidal}"
+                "{engine} -n {n}, spidal {spidal}, {style}"
             );
         }
     }

@@ -77,11 +77,14 @@ struct State {
     /// ε computations since the last split (SPIDAL's oldepsiset).
     eps_count: usize,
     hammy: f64,
+    /// How the products δ·M run on the threads.
+    style: super::Style,
 }
 
 impl State {
-    fn new(n: usize) -> Self {
+    fn new(n: usize, style: super::Style) -> Self {
         State {
+            style,
             k: 1,
             eps: vec![0.0; n],
             m: vec![1.0; n],
@@ -141,7 +144,7 @@ impl State {
             }
         }
         self.b.resize(n * k, 0.0);
-        delta.times(pool, &self.m, k, &mut self.b);
+        delta.times(pool, self.style, &self.m, k, &mut self.b);
         let c = &self.c;
         par_rows(pool, &mut self.b, k, Schedule::Static, |_, block| {
             for row in block.chunks_mut(k) {
@@ -204,7 +207,7 @@ impl State {
             s1 += v;
             s2 += self.b[i * k + cl] * v;
         }
-        delta.times(pool, work, 1, y);
+        delta.times(pool, self.style, work, 1, y);
         let a2 = 2.0 * self.a[cl];
         for i in 0..n {
             let m = mc(i);
@@ -366,7 +369,7 @@ pub(super) fn run<D: Delta + ?Sized>(
         v.iter().map(|x| x / norm).collect()
     };
 
-    let mut s = State::new(n);
+    let mut s = State::new(n, opts.style);
     let mut t = t_initial;
     let mut cooling = opts.cooling;
     let mut max_k = opts.max_clusters.max(1);

@@ -544,17 +544,19 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
                 row.into_iter().map(move |v| v / z)
             })
             .collect();
-        let mut times = Vec::new();
         progress(
             opts,
             format!("cluster: N = {n}, K = {k}, threads {:?}", opts.threads),
         );
-        let mut cands: Vec<Candidate<'_>> = pools
-            .iter()
-            .map(|(t, pool)| {
+        use tiers_apps::clustering::Style;
+        const STYLES: [(Style, &str); 2] =
+            [(Style::Loop, "tiers"), (Style::Messages, "tiers-messages")];
+        let mut cands: Vec<Candidate<'_>> = Vec::new();
+        for (style, name) in STYLES {
+            for (t, pool) in &pools {
                 let (d, m0, mut m) = (&d, &m0, m0.clone());
                 let (mut s, mut eps) = (Vec::new(), Vec::new());
-                Candidate::new(format!("{t}"), move |iters| {
+                cands.push(Candidate::new(format!("{name} {t}"), move |iters| {
                     let t0 = Instant::now();
                     for _ in 0..iters {
                         // Every step from the same memberships: the work of a step depends on
@@ -562,12 +564,12 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
                         // run different numbers of steps, so evolving states would not compare.
                         // The O(N·K) copy is noise beside the O(N²·K) step.
                         m.copy_from_slice(m0);
-                        em_step(pool, d, &mut m, k, 5.0, &mut s, &mut eps, false);
+                        em_step(pool, d, style, &mut m, k, 5.0, &mut s, &mut eps, false);
                     }
                     t0.elapsed()
-                })
-            })
-            .collect();
+                }));
+            }
+        }
         // The limit: reading the matrix once, on the same pools, alternating with the steps.
         cands.extend(
             pools
@@ -576,23 +578,28 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
         );
         let r = compare(opts.min_time, &mut cands);
         drop(cands);
-        for ((t, _), (v, _)) in pools.iter().zip(&r) {
-            report.push(
-                "tiers",
-                &[("threads", json!(t)), ("size", json!(n)), ("k", json!(k))],
-                *v,
-            );
-            times.push((*t, *v));
+        let np = pools.len();
+        for (si, (_, name)) in STYLES.iter().enumerate() {
+            let mut times = Vec::new();
+            for ((t, _), (v, _)) in pools.iter().zip(&r[si * np..(si + 1) * np]) {
+                report.push(
+                    name,
+                    &[("threads", json!(t)), ("size", json!(n)), ("k", json!(k))],
+                    *v,
+                );
+                times.push((*t, *v));
+            }
+            efficiency(&mut report, name, &times);
         }
-        for ((t, _), (v, _)) in pools.iter().zip(&r[pools.len()..]) {
+        for ((t, _), (v, _)) in pools.iter().zip(&r[2 * np..]) {
             report.push_limit(
                 &[("threads", json!(t)), ("size", json!(n)), ("k", json!(k))],
                 *v,
                 limit::read_once_note(&format!("the {n}x{n} f32 matrix"), *t),
             );
         }
-        efficiency(&mut report, "tiers", &times);
     }
+    report.note("tiers: the EM step's loops on the pool (loop style); tiers-messages: the same step by messages between the workers' ports (seed 000's CCR style), the same bits".to_string());
     Ok(report)
 }
 
@@ -897,7 +904,17 @@ fn scaling_candidate<'a>(
                 for _ in 0..iters {
                     // From the same memberships every step (see `cluster`).
                     m.copy_from_slice(&m0);
-                    em_step(pool, d, &mut m, k, 5.0, &mut s, &mut eps, false);
+                    em_step(
+                        pool,
+                        d,
+                        tiers_apps::clustering::Style::Loop,
+                        &mut m,
+                        k,
+                        5.0,
+                        &mut s,
+                        &mut eps,
+                        false,
+                    );
                 }
                 t0.elapsed()
             })

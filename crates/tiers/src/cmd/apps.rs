@@ -203,6 +203,11 @@ pub struct ClusterArgs {
     /// Append this run's time to a runs file for `tiers model`.
     #[arg(long)]
     runs: Option<PathBuf>,
+    /// How the inner loops run on the threads: `loop` (pool loops) or `messages` (blocks of
+    /// rows posted to the workers' ports and gathered by messages, as seed 000's CCR); the
+    /// same labels either way.
+    #[arg(long, default_value = "loop", value_parser = ["loop", "messages"])]
+    style: String,
     /// No progress on stderr.
     #[arg(long)]
     quiet: bool,
@@ -803,6 +808,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 freezing: a.freezing,
                 splits_per_temperature: a.splits_per_temperature,
                 min_cluster_size: a.min_cluster_size,
+                style: tiers_apps::clustering::Style::parse(&a.style)?,
                 ..Default::default()
             };
             opts.check()?;
