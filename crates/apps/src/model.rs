@@ -90,6 +90,9 @@ pub enum Factor {
     PPerN,
     /// Node count.
     Nodes,
+    /// p², the second factor of seed 000's Fig. 10 (f = a₁p + a₂p²: overhead that grows with
+    /// the square of the parallelism, as contention on one shared resource does).
+    PSquared,
 }
 
 impl Factor {
@@ -98,6 +101,7 @@ impl Factor {
             Factor::P => pt.p as f64,
             Factor::PPerN => pt.p as f64 / pt.run.size.max(1) as f64,
             Factor::Nodes => pt.run.nodes as f64,
+            Factor::PSquared => (pt.p as f64) * (pt.p as f64),
         }
     }
 
@@ -107,6 +111,7 @@ impl Factor {
             Factor::P => "p",
             Factor::PPerN => "p/N",
             Factor::Nodes => "nodes",
+            Factor::PSquared => "p^2",
         }
     }
 }
@@ -224,10 +229,13 @@ pub fn fit(points: &[Point], factors: &[Factor]) -> Option<Fit> {
 
 /// All the fits the seed uses: each single factor, and each pair that is not collinear.
 pub fn all_fits(points: &[Point]) -> Vec<Fit> {
-    fits_of(points, &[Factor::P, Factor::PPerN, Factor::Nodes])
+    fits_of(
+        points,
+        &[Factor::P, Factor::PPerN, Factor::Nodes, Factor::PSquared],
+    )
 }
 
-/// Parses a comma-separated list of factors: `p`, `p/N` (or `p/n`), `nodes`.
+/// Parses a comma-separated list of factors: `p`, `p/N` (or `p/n`), `nodes`, `p^2` (or `p2`).
 pub fn parse_factors(s: &str) -> crate::Result<Vec<Factor>> {
     let mut out = Vec::new();
     for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -235,9 +243,10 @@ pub fn parse_factors(s: &str) -> crate::Result<Vec<Factor>> {
             "p" => Factor::P,
             "p/N" | "p/n" => Factor::PPerN,
             "nodes" => Factor::Nodes,
+            "p^2" | "p2" => Factor::PSquared,
             _ => {
                 return Err(crate::Error::Invalid(format!(
-                    "unknown factor {t:?}: use p, p/N or nodes"
+                    "unknown factor {t:?}: use p, p/N, nodes or p^2"
                 )))
             }
         };
@@ -247,7 +256,7 @@ pub fn parse_factors(s: &str) -> crate::Result<Vec<Factor>> {
     }
     if out.is_empty() {
         return Err(crate::Error::Invalid(format!(
-            "no factors in {s:?}: use p, p/N or nodes"
+            "no factors in {s:?}: use p, p/N, nodes or p^2"
         )));
     }
     Ok(out)
@@ -370,6 +379,28 @@ mod tests {
         // Collinear factors are refused instead of giving nonsense.
         let one_size: Vec<Point> = analyse(&[run(1, 5, 1.0), run(2, 5, 0.6), run(3, 5, 0.4)]);
         assert!(fit(&one_size, &[Factor::P, Factor::PPerN]).is_none());
+        // Seed 000's Fig. 10: f = 0.01 p + 0.003 p² on one node.
+        let runs: Vec<Run> = (1..=8)
+            .map(|p| {
+                let f = if p == 1 {
+                    0.0
+                } else {
+                    0.01 * p as f64 + 0.003 * (p * p) as f64
+                };
+                run(p, 100, (1.0 + f) / p as f64)
+            })
+            .collect();
+        let pts: Vec<Point> = analyse(&runs).into_iter().filter(|p| p.p > 1).collect();
+        let quad = fit(&pts, &[Factor::P, Factor::PSquared]).unwrap();
+        assert!(
+            (quad.coef[0] - 0.01).abs() < 1e-9 && (quad.coef[1] - 0.003).abs() < 1e-9,
+            "{:?}",
+            quad.coef
+        );
+        assert_eq!(
+            parse_factors("p, p^2").unwrap(),
+            [Factor::P, Factor::PSquared]
+        );
     }
 
     #[test]

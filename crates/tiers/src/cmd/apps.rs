@@ -250,8 +250,9 @@ pub struct ModelArgs {
     /// Plot measured and modelled overhead (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// Factors to fit, comma-separated: p, p/N, nodes (each alone and each pair).
-    #[arg(long, default_value = "p,p/N,nodes")]
+    /// Factors to fit, comma-separated: p, p/N, nodes, p^2 (each alone and each pair: seed
+    /// 000's Figs. 7-8 fit p/N with nodes, its Fig. 10 p with p^2).
+    #[arg(long, default_value = "p,p/N,nodes,p^2")]
     factors: String,
     /// Print JSON instead of text.
     #[arg(long)]
