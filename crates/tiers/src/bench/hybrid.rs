@@ -225,6 +225,21 @@ fn measure(
             row.extra
                 .push(("peak_rss_mib".into(), json!((mib * 10.0).round() / 10.0)));
         }
+        // The limit of a pattern of p cores: the 1x1x1 run's time (measured in this run)
+        // divided by p, perfect speedup with nothing spent on communication.
+        let ideal = p.speedup * p.run.seconds / p.p.max(1) as f64;
+        if ideal.is_finite() && ideal > 0.0 {
+            report.push_limit(
+                &[
+                    ("app", json!(p.run.app)),
+                    ("pattern", json!(format!("{t}x{m}x1"))),
+                    ("threads", json!(t)),
+                    ("ranks", json!(m)),
+                ],
+                ideal,
+                "the 1x1x1 time of this run divided by the pattern's cores t*m (perfect speedup, no overhead)",
+            );
+        }
     }
     report.note(format!(
         "{app} at size {size} (kmer distances for mds and cluster), every pattern t x m x 1 with t*m <= {cores} cores, median of {rounds} rounds alternating the patterns; seconds as the app records them (per iteration for mds and cluster); efficiency and overhead against 1x1x1; peak_rss_mib: the largest rank's peak resident memory (per rank O(N^2/p + N*d) for mds and cluster)"

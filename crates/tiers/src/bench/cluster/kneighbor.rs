@@ -433,9 +433,9 @@ pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
         for (i, imp) in imps.iter().enumerate() {
             report.push(imp, &params, median(&samples[i][j]));
         }
-        for (form, per_size) in &charm {
+        for (form, tag, per_size) in &charm {
             if let Some(v) = per_size[j] {
-                report.push(&format!("charm-{form}"), &params, v);
+                report.push(&format!("charm-{form}{tag}"), &params, v);
             }
         }
     }
@@ -477,9 +477,21 @@ mod charm {
     /// kNeighbor's outer iterations (each is 100 of its steps).
     const ITERS: usize = 20;
 
-    fn binary(build: &Path) -> Option<PathBuf> {
-        let b = build.join("benchmarks/charm++/kNeighbor/kNeighbor");
-        b.is_file().then_some(b)
+    /// The variants of Charm++'s kNeighbor looked for in a build: its own (block mapping: with
+    /// 64 elements on 2 PEs only the messages at the block edges cross PEs) and, when built
+    /// beside it, `kNeighbor-rr`: the same program with `BLOCKMAPPING 0` (round-robin, as
+    /// tiers places its elements, so that most messages cross PEs) and `TOUCH_MSGDATA 1`
+    /// (the sender writes the payload, as tiers' senders do).
+    const VARIANTS: [(&str, &str); 2] = [("kNeighbor", ""), ("kNeighbor-rr", "-rr")];
+
+    fn binaries(build: &Path) -> Vec<(&'static str, PathBuf)> {
+        VARIANTS
+            .iter()
+            .filter_map(|&(name, tag)| {
+                let b = build.join("benchmarks/charm++/kNeighbor").join(name);
+                b.is_file().then_some((tag, b))
+            })
+            .collect()
     }
 
     /// The time per step from kNeighbor's output, in microseconds.
@@ -500,13 +512,17 @@ mod charm {
         let out = if form.starts_with("netlrts") {
             let charmrun = bin.with_file_name("charmrun");
             Command::new(charmrun)
-                .arg("+p2")
+                .args(["+p2", "+setcpuaffinity"])
                 .arg(bin)
                 .args(args)
                 .arg("++local")
                 .output()
         } else {
-            Command::new(bin).arg("+p2").args(args).output()
+            // Pinned like tiers' workers (unpinned runs are slower and jump between levels).
+            Command::new(bin)
+                .args(["+p2", "+setcpuaffinity"])
+                .args(args)
+                .output()
         }
         .map_err(|e| format!("{}: {e}", bin.display()))?;
         let text = String::from_utf8_lossy(&out.stdout);
@@ -520,7 +536,10 @@ mod charm {
     }
 
     /// Per form measured, its time per step at each of `SIZES` (None where a run failed).
-    pub fn run(opts: &Opts, report: &mut Report) -> Vec<(&'static str, Vec<Option<f64>>)> {
+    pub fn run(
+        opts: &Opts,
+        report: &mut Report,
+    ) -> Vec<(&'static str, &'static str, Vec<Option<f64>>)> {
         let Some(dir) = std::env::var_os(VAR).map(PathBuf::from) else {
             report.note(format!(
                 "Charm++'s kNeighbor not run: {VAR} is not set (point it at a Charm++ tree with {} builds to run it beside)",
@@ -532,18 +551,21 @@ mod charm {
         for form in FORMS {
             let build = dir.join(form);
             let own = dir.file_name().is_some_and(|n| n == form);
-            let bin = binary(&build).or_else(|| own.then(|| binary(&dir)).flatten());
-            match bin {
-                Some(b) => found.push((form, b)),
-                None => report.note(format!(
+            let mut bins = binaries(&build);
+            if bins.is_empty() && own {
+                bins = binaries(&dir);
+            }
+            if bins.is_empty() {
+                report.note(format!(
                     "Charm++'s kNeighbor ({form}) not run: no {form}/benchmarks/charm++/kNeighbor/kNeighbor under {VAR}={} (build it with make there)",
                     dir.display()
-                )),
+                ));
             }
+            found.extend(bins.into_iter().map(|(tag, b)| (form, tag, b)));
         }
         let mut out = Vec::new();
-        for (form, bin) in found {
-            progress(opts, format!("kneighbor: Charm++ {form}"));
+        for (form, tag, bin) in found {
+            progress(opts, format!("kneighbor: Charm++ {form}{tag}"));
             let mut per = Vec::new();
             for &size in SIZES {
                 match one(form, &bin, size) {
@@ -554,10 +576,15 @@ mod charm {
                     }
                 }
             }
+            let what = if tag.is_empty() {
+                "its block mapping, payload untouched"
+            } else {
+                "round-robin mapping, payload written by the sender (BLOCKMAPPING 0, TOUCH_MSGDATA 1)"
+            };
             report.note(format!(
-                "charm-{form}: Charm++'s own kNeighbor (k = 3, block mapping) on 2 PEs, {ELEMENTS} elements, {ITERS} x 100 steps, its reported average per step"
+                "charm-{form}{tag}: Charm++'s own kNeighbor (k = 3, {what}) on 2 PEs pinned (+setcpuaffinity), {ELEMENTS} elements, {ITERS} x 100 steps, its reported average per step (its byte count excludes its header)"
             ));
-            out.push((form, per));
+            out.push((form, tag, per));
         }
         out
     }
