@@ -116,6 +116,10 @@ fn diverge(rng: &mut Rng, src: &[u8], frac: f64) -> Vec<u8> {
 
 /// Generates the sequences; sequence `i` belongs to subfamily `i % (families*subfamilies)`
 /// so the labels are balanced.
+///
+/// # Panics
+///
+/// When a count of the spec is zero (`tiers data alu` checks them first).
 pub fn generate(spec: &AluSpec) -> Vec<AluSeq> {
     assert!(spec.families > 0 && spec.subfamilies > 0 && spec.length > 0);
     let mut rng = Rng::new(spec.seed);

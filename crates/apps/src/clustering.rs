@@ -743,6 +743,11 @@ pub fn em_step<D: Delta + ?Sized>(
 }
 
 /// Runs DA-PWC on `delta`, reporting progress through `on_event`.
+///
+/// # Panics
+///
+/// On an empty matrix ([`ClusterOptions::validate`] refuses one: at least one cluster, no
+/// more clusters than points).
 pub fn da_pwc<D: Delta + ?Sized>(
     pool: &Pool,
     delta: &D,

@@ -10,6 +10,10 @@ fn choose2(x: f64) -> f64 {
 
 /// Adjusted Rand index (Hubert & Arabie 1985) of two labellings of the same items:
 /// 1 for identical partitions, about 0 for independent ones.
+///
+/// # Panics
+///
+/// When the labellings differ in length (the commands check reference files first).
 pub fn adjusted_rand_index(a: &[usize], b: &[usize]) -> f64 {
     assert_eq!(a.len(), b.len(), "labellings differ in length");
     let n = a.len() as f64;

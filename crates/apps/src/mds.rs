@@ -282,6 +282,11 @@ fn stress_settled(hist: &[IterStress], raw: f64, threshold: f64) -> bool {
 }
 
 /// Runs SMACOF from `start` (or the seeded random start), calling `on_iter(k, stress of X_k)`.
+///
+/// # Panics
+///
+/// When `opts.dims` is zero or `start` is not N×dims ([`MdsOptions::validate`] and the
+/// commands' reading of start files check both).
 pub fn smacof(
     pool: &Pool,
     delta: &DistMatrix,

@@ -156,6 +156,10 @@ fn render_tile(spec: &RenderSpec, t: usize) -> Vec<u8> {
 }
 
 /// Renders the image with the given schedule.
+///
+/// # Panics
+///
+/// When a size of the spec is zero (`tiers render` checks them first).
 pub fn render(pool: &Pool, spec: &RenderSpec, schedule: TileSchedule) -> Image {
     assert!(spec.width > 0 && spec.height > 0 && spec.tile > 0);
     let tiles_x = spec.width.div_ceil(spec.tile);

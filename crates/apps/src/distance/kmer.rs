@@ -22,6 +22,10 @@ fn code(b: u8) -> Option<usize> {
 }
 
 /// The count profile of `seq` for word length `k` (1..=8).
+///
+/// # Panics
+///
+/// When `k` is outside 1..=8 ([`Metric::parse`](super::Metric::parse) refuses those).
 pub fn profile(seq: &[u8], k: usize) -> Profile {
     assert!((1..=8).contains(&k), "k-mer length must be 1..=8");
     let mut counts = vec![0u16; 1 << (2 * k)];
