@@ -58,7 +58,7 @@
 //! assert_eq!(sums, vec![n * (n - 1) / 2 + n, n * (n - 1) / 2]);
 //! ```
 
-use crate::config::{FIRST_NAP, HEALTH_SLICE, MAX_NAP};
+use crate::config::{FIRST_NAP, HEALTH_SLICE, MAX_NAP, SPIN};
 use crate::engine::{Engine, Transfer};
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
@@ -294,7 +294,7 @@ impl Shared {
 
     /// The proxy thread: rounds while there is work, MPI polls between naps while the engine
     /// needs them, otherwise sleep until a request is handed over.
-    fn serve(&self) {
+    fn serve(&self, spin: Duration) {
         let polls = self.engine.needs_progress();
         let mut nap = FIRST_NAP;
         loop {
@@ -310,6 +310,15 @@ impl Shared {
             }
             if self.stop.load(Ordering::Acquire) && !self.has_work() {
                 return;
+            }
+            // On a core of its own the thread watches for work a little before it sleeps:
+            // a hand-over then costs no wake-up.
+            let t1 = Instant::now();
+            while !spin.is_zero() && t1.elapsed() < spin && !self.has_work() {
+                std::hint::spin_loop();
+            }
+            if self.has_work() {
+                continue;
             }
             let g = lock(&self.bell);
             self.sleeping.store(true, Ordering::SeqCst);
@@ -364,7 +373,8 @@ impl Proxy {
                     // Pinning is an optimisation: unpinned, the thread still works.
                     let _ = tiers_node::affinity::set(&[c]);
                 }
-                s.serve();
+                // Spinning pays only on a core nobody else needs.
+                s.serve(if cpu.is_some() { SPIN } else { Duration::ZERO });
             })
             .map_err(|e| Error::Setup(format!("cannot start the progress thread: {e}")))?;
         Ok(Proxy {
