@@ -7,7 +7,8 @@
 //! - `T_comm`: post and wait with nothing between them (the pure communication time);
 //! - `T_total`: post, compute for `T_comm` (a calibrated loop), wait; `T_post` is the post
 //!   alone inside it, `T_compute` the same loop timed alone;
-//! - overlap % = max(0, 100 − 100·(T_total − (T_compute − T_post))/T_comm).
+//! - overlap % = max(0, 100 − 100·(T_total − (T_compute − T_post))/T_comm), at most 100
+//!   (noise can make the exposed time negative).
 //!
 //! Candidates, all in the same run: a `local` world of two ranks (threads of this process)
 //! under each policy (`tiers-local-eager|lazy|proxy`); the world of the launch (`tiers run -n
@@ -209,7 +210,9 @@ fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
             let (total, comp) = (res[2 * i], res[2 * i + 1]);
             let post = posts[i].0.get().as_secs_f64() / posts[i].1.get().max(1) as f64;
             let exposed = total - (comp - post);
-            let pct = (100.0 - 100.0 * exposed / comm[i]).max(0.0);
+            // Noise can make the computation alone slower than with the transfer (exposed
+            // below 0): the share hidden is then all of it, not more.
+            let pct = (100.0 - 100.0 * exposed / comm[i]).clamp(0.0, 100.0);
             r.push(&x.name(), &params("comm"), comm[i] * 1e6);
             r.push(&x.name(), &params("exposed"), exposed.max(0.0) * 1e6)
                 .extra
