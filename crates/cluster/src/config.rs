@@ -38,6 +38,12 @@ pub mod env {
     /// `0`: the `mpi` engine sends everything through MPI, even between ranks of one host
     /// (default: ranks of one host share memory).
     pub const MPI_HOST_LOCAL: &str = "TIERS_MPI_HOST_LOCAL";
+    /// The progress policy of every world of the process: `eager` (default), `lazy` or
+    /// `proxy` (see [`Progress`](crate::Progress)).
+    pub const PROGRESS: &str = "TIERS_PROGRESS";
+    /// The smallest transfer (bytes) the `proxy` policy hands to its thread (default
+    /// [`PROXY_MIN`](crate::PROXY_MIN)).
+    pub const PROXY_MIN: &str = "TIERS_PROXY_MIN";
 }
 
 /// Variables an MPI launcher sets for its ranks (Open MPI, MPICH/Hydra and Slurm's PMI,
@@ -96,6 +102,41 @@ pub(crate) const SPREAD_MAX: usize = 4096;
 /// (request-based puts go out one message each over TCP: 1.4x MPI_Put's time at 8 B).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) const RPUT_MIN: usize = 64 * 1024;
+
+// ---- Progress (see `crate::progress`) ----
+
+/// The smallest write or read the `proxy` policy hands to its thread; smaller ones are
+/// performed by the caller. Handing over costs a lock, a queue entry and often a futex wake
+/// (1 to 3 µs), the time a copy of 16 to 32 KiB takes at 10 GB/s, so below this size the
+/// caller is done sooner by copying itself. ([`Builder::proxy_min`](crate::Builder::proxy_min)
+/// changes it per world.)
+pub const PROXY_MIN: usize = 32 * 1024;
+/// Under the `lazy` policy, the engine is polled once every this many posts while requests
+/// are in flight (and at every wait): a poll of MPI is a call (an `MPI_Iprobe`, 0.1 to 1 µs)
+/// that finds nothing most of the time, while MPI's own progress inside the puts and the
+/// flush of the wait moves the data along anyway.
+pub const LAZY_POLL_EVERY: usize = 16;
+
+/// The progress policy `TIERS_PROGRESS` asks for; eager when unset.
+///
+/// # Errors
+///
+/// [`Error::Setup`] for a value other than `eager`, `lazy` or `proxy`.
+pub(crate) fn progress() -> Result<crate::progress::Progress> {
+    match env_str(env::PROGRESS).as_deref() {
+        None | Some("") => Ok(crate::progress::Progress::default()),
+        Some(v) => v.parse(),
+    }
+}
+
+/// The proxy threshold `TIERS_PROXY_MIN` asks for; [`PROXY_MIN`] when unset.
+///
+/// # Errors
+///
+/// [`Error::Setup`] when it is not a number.
+pub(crate) fn proxy_min() -> Result<usize> {
+    Ok(env_usize(env::PROXY_MIN)?.unwrap_or(PROXY_MIN))
+}
 
 // ---- Waiting (see `crate::wait`) ----
 

@@ -49,6 +49,7 @@ pub mod launch;
 pub mod mover;
 mod notify;
 mod passive;
+pub mod progress;
 mod queue;
 mod segment;
 mod sys;
@@ -58,10 +59,14 @@ mod world;
 
 pub use addr::{Local, Notification, Remote, SegId};
 pub use collective::{Collective, DataType, Op, Pod, Reducible};
-pub use config::{env, threads, DEFAULT_QUEUE_DEPTH, MAX_SEGMENTS, NOTIFICATIONS, QUEUES};
+pub use config::{
+    env, threads, DEFAULT_QUEUE_DEPTH, LAZY_POLL_EVERY, MAX_SEGMENTS, NOTIFICATIONS, PROXY_MIN,
+    QUEUES,
+};
 pub use engine::{Engine, Transfer};
 pub use error::{Error, IoError, Mismatch, Rank, Result};
 pub use health::Health;
+pub use progress::{Progress, ProgressStats};
 pub use queue::Queue;
 pub use segment::Segment;
 pub use timeout::Timeout;

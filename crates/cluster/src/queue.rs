@@ -5,9 +5,11 @@
 //! refused with [`Error::QueueFull`] (nothing is posted), never silently blocked on.
 
 use crate::addr::{Local, Notification, Remote, SegId};
+use crate::config::LAZY_POLL_EVERY;
 use crate::config::QUEUES;
 use crate::engine::Transfer;
 use crate::error::{Error, Rank, Result};
+use crate::progress::Job;
 use crate::timeout::Timeout;
 use crate::world::World;
 use std::sync::atomic::Ordering;
@@ -33,6 +35,81 @@ impl World {
             });
         }
         Ok(Queue { world: self, q })
+    }
+}
+
+impl World {
+    /// Performs `job` on queue `q`, or hands it to the proxy as the progress policy says.
+    #[inline]
+    pub(crate) fn submit(&self, q: usize, job: Job) -> Result<()> {
+        if let Some(p) = &self.proxy {
+            let large = !matches!(job, Job::Notify(..)) && job.len() >= self.proxy_min;
+            if large || p.behind(q) {
+                // Errors the engine would give at once are still given at once; only what
+                // can go wrong during the transfer (a peer that fails) waits for the wait.
+                self.check_job(&job)?;
+                p.hand_off(q, job);
+                return Ok(());
+            }
+        }
+        job.run(&*self.engine, q)?;
+        if self.polls {
+            self.poll_after_post(q)?;
+        }
+        Ok(())
+    }
+
+    /// Segments, bounds and the target's health of a request handed to the proxy, checked in
+    /// the engines' order, so that it is refused when posted as it would be inline.
+    fn check_job(&self, job: &Job) -> Result<()> {
+        let within = |rank: Rank, seg: u32, size: usize, offset: usize, len: usize| match offset
+            .checked_add(len)
+        {
+            Some(end) if end <= size => Ok(()),
+            _ => Err(Error::OutOfBounds {
+                rank,
+                seg,
+                offset,
+                len,
+                size,
+            }),
+        };
+        let alive = |rank: Rank| match self.engine.health(rank) {
+            crate::Health::Failed | crate::Health::Exited => Err(Error::PeerFailed(rank)),
+            _ => Ok(()),
+        };
+        match *job {
+            Job::Write(t) | Job::Read(t) | Job::WriteNotify(t, ..) => {
+                let (me, l, r) = (self.rank(), t.local, t.remote);
+                let ls = self.engine.segment_size(l.seg.0, me)?;
+                let rs = self.engine.segment_size(r.seg.0, r.rank)?;
+                within(me, l.seg.0, ls, l.offset, t.len)?;
+                within(r.rank, r.seg.0, rs, r.offset, t.len)?;
+                alive(r.rank)
+            }
+            Job::Notify(rank, seg, ..) => {
+                self.engine.segment_size(seg, rank)?;
+                alive(rank)
+            }
+        }
+    }
+
+    /// Eager: a poll after every post. Lazy: one every [`LAZY_POLL_EVERY`] posts, and only
+    /// while earlier requests of the queue are in flight.
+    fn poll_after_post(&self, q: usize) -> Result<()> {
+        match self.policy {
+            crate::Progress::Lazy => {
+                if self.posted[q].load(Ordering::Relaxed) <= 1 {
+                    return Ok(());
+                }
+                let k = self.ticks.fetch_add(1, Ordering::Relaxed);
+                if (k + 1) % LAZY_POLL_EVERY != 0 {
+                    return Ok(());
+                }
+                self.counters.poll(&*self.engine)
+            }
+            _ => self.counters.poll(&*self.engine),
+        }
     }
 }
 
@@ -99,7 +176,7 @@ impl<'w> Queue<'w> {
     pub fn write(&self, src: Local, dst: Remote, len: usize) -> Result<()> {
         let t = Transfer::new(src, dst, len);
         self.check(&t)?;
-        self.post(1, || self.world.engine.write(self.q, &t))
+        self.post(1, || self.world.submit(self.q, Job::Write(t)))
     }
 
     /// Posts a read of `len` bytes from `src` into this rank's `dst`.
@@ -111,7 +188,7 @@ impl<'w> Queue<'w> {
     pub fn read(&self, dst: Local, src: Remote, len: usize) -> Result<()> {
         let t = Transfer::new(dst, src, len);
         self.check(&t)?;
-        self.post(1, || self.world.engine.read(self.q, &t))
+        self.post(1, || self.world.submit(self.q, Job::Read(t)))
     }
 
     /// Posts a write, then `note` at the target's segment `dst.seg`; the notification becomes
@@ -133,8 +210,7 @@ impl<'w> Queue<'w> {
         self.check_notify(note)?;
         self.post(2, || {
             self.world
-                .engine
-                .write_notify(self.q, &t, note.id, note.value)
+                .submit(self.q, Job::WriteNotify(t, note.id, note.value))
         })
     }
 
@@ -148,8 +224,7 @@ impl<'w> Queue<'w> {
         self.check_notify(note)?;
         self.post(1, || {
             self.world
-                .engine
-                .notify(self.q, rank, seg.0, note.id, note.value)
+                .submit(self.q, Job::Notify(rank, seg.0, note.id, note.value))
         })
     }
 
@@ -193,12 +268,11 @@ impl<'w> Queue<'w> {
         let r = (|| {
             for t in list {
                 self.check(t)?;
-                self.world.engine.write(self.q, t)?;
+                self.world.submit(self.q, Job::Write(*t))?;
                 done += 1;
             }
             self.world
-                .engine
-                .notify(self.q, rank, seg.0, note.id, note.value)?;
+                .submit(self.q, Job::Notify(rank, seg.0, note.id, note.value))?;
             done += 1;
             Ok(())
         })();
@@ -212,11 +286,8 @@ impl<'w> Queue<'w> {
         let r = (|| {
             for t in list {
                 self.check(t)?;
-                if write {
-                    self.world.engine.write(self.q, t)?;
-                } else {
-                    self.world.engine.read(self.q, t)?;
-                }
+                let job = if write { Job::Write(*t) } else { Job::Read(*t) };
+                self.world.submit(self.q, job)?;
                 done += 1;
             }
             Ok(())
@@ -231,9 +302,28 @@ impl<'w> Queue<'w> {
     /// # Errors
     ///
     /// [`Error::Timeout`] when not everything completed in time (the requests stay posted: wait
-    /// again), [`Error::Mpi`] when MPI fails.
+    /// again), [`Error::Mpi`] when MPI fails. Under the proxy policy, the first error of a
+    /// request the proxy performed ([`Error::PeerFailed`] when its target failed meanwhile).
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
-        self.world.engine.wait(self.q, timeout)?;
+        let w = self.world;
+        if let Some(p) = &w.proxy {
+            // Requests handed over first (performing those not yet started): the engine's
+            // wait then finds them posted.
+            match p.drain(self.q, timeout) {
+                Ok(()) => {}
+                Err(Error::Timeout) => return Err(Error::Timeout),
+                Err(e) => {
+                    // The failed request is done with; the others completed: the queue is
+                    // empty again, as after an error of a request performed inline.
+                    let _ = w.engine.wait(self.q, timeout);
+                    w.posted[self.q].store(0, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        } else if w.polls {
+            w.counters.poll(&*w.engine)?;
+        }
+        w.engine.wait(self.q, timeout)?;
         self.world.posted[self.q].store(0, Ordering::Relaxed);
         Ok(())
     }

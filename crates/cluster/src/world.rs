@@ -1,11 +1,13 @@
 //! The world: this rank's handle on the job, and how it is set up from the environment.
 
-use crate::config::{self, DEFAULT_QUEUE_DEPTH, NOTIFICATIONS, QUEUES};
+use crate::config::{self, DEFAULT_QUEUE_DEPTH, NOTIFICATIONS, PROXY_MIN, QUEUES};
 use crate::engine::{self, Engine, FromEnv};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
+use crate::progress::{self, Counters, Progress, ProgressStats, Proxy};
 use crate::timeout::Timeout;
 use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Sets up a [`World`].
@@ -13,6 +15,10 @@ use std::time::Duration;
 pub struct Builder {
     queue_depth: usize,
     init_timeout: Duration,
+    /// `None`: `TIERS_PROGRESS` decides.
+    progress: Option<Progress>,
+    /// `None`: `TIERS_PROXY_MIN` decides.
+    proxy_min: Option<usize>,
 }
 
 impl Default for Builder {
@@ -28,7 +34,43 @@ impl Builder {
         Builder {
             queue_depth: DEFAULT_QUEUE_DEPTH,
             init_timeout: config::init_timeout(),
+            progress: None,
+            proxy_min: None,
         }
+    }
+
+    /// The progress policy of the world (instead of `TIERS_PROGRESS`); see
+    /// [`progress`](crate::progress).
+    ///
+    /// ```
+    /// use tiers_cluster::{Builder, Progress};
+    ///
+    /// let w = Builder::new().progress(Progress::Lazy).local(1).unwrap().remove(0);
+    /// assert_eq!(w.progress(), Progress::Lazy);
+    /// assert_eq!(w.progress_stats().calls, 0); // the local engine needs no polls
+    /// ```
+    pub fn progress(mut self, p: Progress) -> Builder {
+        self.progress = Some(p);
+        self
+    }
+
+    /// The smallest write or read the `proxy` policy hands to its thread (instead of
+    /// `TIERS_PROXY_MIN`, default [`PROXY_MIN`]; 0 hands over everything).
+    pub fn proxy_min(mut self, bytes: usize) -> Builder {
+        self.proxy_min = Some(bytes);
+        self
+    }
+
+    /// The policy and threshold asked for in code, else by `TIERS_PROGRESS` and
+    /// `TIERS_PROXY_MIN`.
+    fn resolve(mut self) -> Result<Builder> {
+        if self.progress.is_none() {
+            self.progress = Some(config::progress()?);
+        }
+        if self.proxy_min.is_none() {
+            self.proxy_min = Some(config::proxy_min()?);
+        }
+        Ok(self)
     }
 
     /// Requests a queue may hold between two waits (at least 1).
@@ -43,31 +85,35 @@ impl Builder {
         self
     }
 
-    /// Joins the job the launcher environment describes; with none, a world of one rank.
+    /// Joins the job the launcher environment describes; with none, a world of one rank. The
+    /// progress policy is the one given to [`progress`](Builder::progress), else
+    /// `TIERS_PROGRESS`'s.
     ///
     /// With `TIERS_ENGINE=local` and more than one rank, use [`spmd`](crate::spmd) instead,
     /// which starts one thread per rank.
     ///
     /// # Errors
     ///
-    /// [`Error::Setup`] when the environment is wrong (an unknown engine, a variable that is
-    /// missing or not a number, several `local` ranks), [`Error::Io`] when the job's shared
+    /// [`Error::Setup`] when the environment is wrong (an unknown engine or progress policy, a
+    /// variable that is missing or not a number, several `local` ranks), or the progress
+    /// thread cannot be started, [`Error::Io`] when the job's shared
     /// memory cannot be mapped, [`Error::Mpi`] when MPI fails, and [`Error::Timeout`] or
     /// [`Error::PeerFailed`] when not every rank joins within the init timeout.
     pub fn build(self) -> Result<World> {
+        let b = self.resolve()?;
         match engine::from_env()? {
-            FromEnv::Threads { ranks: 1, .. } => self.local(1).map(|mut v| v.remove(0)),
+            FromEnv::Threads { ranks: 1, .. } => b.local(1).map(|mut v| v.remove(0)),
             FromEnv::Threads { ranks, .. } => Err(Error::Setup(format!(
                 "the local engine runs {ranks} ranks as threads: start them with tiers_cluster::spmd"
             ))),
-            FromEnv::Process(e) => self.join(e),
+            FromEnv::Process(e) => b.join(e),
         }
     }
 
     /// Wraps an engine of a job of processes and waits for every rank to join.
     fn join(self, e: Box<dyn Engine>) -> Result<World> {
         let t = self.init_timeout;
-        let w = self.wrap(e);
+        let w = self.resolve()?.start(e)?;
         w.barrier(Timeout::After(t))?;
         Ok(w)
     }
@@ -79,19 +125,59 @@ impl Builder {
     ///
     /// [`Error::Setup`] when `n` is 0, [`Error::Io`] when the job's memory cannot be mapped.
     pub fn local(self, n: usize) -> Result<Vec<World>> {
-        Ok(engine::local::job(n)?
+        let b = self.resolve()?;
+        engine::local::job(n)?
             .into_iter()
-            .map(|e| self.wrap(Box::new(e)))
-            .collect())
+            .map(|e| b.start(Box::new(e)))
+            .collect()
     }
 
-    /// Wraps an engine (for engines outside this crate).
+    /// Wraps an engine (for engines outside this crate), with the progress policy set by
+    /// [`progress`](Builder::progress) (eager if none was). Should the proxy policy's thread
+    /// not start, the world polls as eager does ([`ProgressStats::proxy_running`] says so).
     pub fn wrap(&self, engine: Box<dyn Engine>) -> World {
+        let engine: Arc<dyn Engine> = Arc::from(engine);
+        let counters = Arc::new(Counters::default());
+        let proxy = self.proxy(&engine, &counters).unwrap_or(None);
+        self.assemble(engine, counters, proxy)
+    }
+
+    /// Wraps an engine; an error when the proxy thread cannot be started.
+    fn start(&self, engine: Box<dyn Engine>) -> Result<World> {
+        let engine: Arc<dyn Engine> = Arc::from(engine);
+        let counters = Arc::new(Counters::default());
+        let proxy = self.proxy(&engine, &counters)?;
+        Ok(self.assemble(engine, counters, proxy))
+    }
+
+    /// The progress thread the policy asks for. It needs an engine that any thread may call;
+    /// without one (MPI without `MPI_THREAD_MULTIPLE`) there is none and the world polls as
+    /// eager does.
+    fn proxy(&self, engine: &Arc<dyn Engine>, counters: &Arc<Counters>) -> Result<Option<Proxy>> {
+        if self.progress != Some(Progress::Proxy) || !engine.any_thread() {
+            return Ok(None);
+        }
+        let cpu = progress::free_cpu(engine.local_rank(), engine.local_size(), config::threads());
+        Proxy::start(Arc::clone(engine), Arc::clone(counters), QUEUES, cpu).map(Some)
+    }
+
+    fn assemble(
+        &self,
+        engine: Arc<dyn Engine>,
+        counters: Arc<Counters>,
+        proxy: Option<Proxy>,
+    ) -> World {
         World {
             size: engine.size(),
+            polls: proxy.is_none() && engine.needs_progress(),
             engine,
             depth: self.queue_depth,
             posted: (0..QUEUES).map(|_| AtomicUsize::new(0)).collect(),
+            policy: self.progress.unwrap_or_default(),
+            counters,
+            proxy,
+            proxy_min: self.proxy_min.unwrap_or(PROXY_MIN),
+            ticks: AtomicUsize::new(0),
         }
     }
 }
@@ -151,11 +237,21 @@ pub use crate::addr::SegId;
 /// Dropping it leaves the job (peers see this rank as exited, or as failed when dropped during
 /// a panic).
 pub struct World {
-    pub(crate) engine: Box<dyn Engine>,
+    // The proxy goes first: dropped before the engine's last handle, it finishes its work
+    // while the engine still serves it.
+    pub(crate) proxy: Option<Proxy>,
+    pub(crate) engine: Arc<dyn Engine>,
     pub(crate) depth: usize,
     pub(crate) posted: Box<[AtomicUsize]>,
     /// Cached: checked on every remote access.
     size: usize,
+    pub(crate) policy: Progress,
+    /// The caller polls the engine (eager or lazy, on an engine that needs polls).
+    pub(crate) polls: bool,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) proxy_min: usize,
+    /// Posts seen by the lazy policy.
+    pub(crate) ticks: AtomicUsize,
 }
 
 impl World {
@@ -183,6 +279,25 @@ impl World {
     /// The engine.
     pub fn engine(&self) -> &dyn Engine {
         &*self.engine
+    }
+    /// The progress policy (see [`progress`](crate::progress)).
+    pub fn progress(&self) -> Progress {
+        self.policy
+    }
+    /// What the progress policy has done so far: polls, polls that found work, time in them,
+    /// requests and bytes handed to the proxy, bytes the proxy moved, and where it runs.
+    ///
+    /// ```
+    /// use tiers_cluster::{Builder, Progress};
+    ///
+    /// let w = Builder::new().progress(Progress::Proxy).local(1).unwrap().remove(0);
+    /// let st = w.progress_stats();
+    /// assert!(st.proxy_running);
+    /// assert_eq!(st.handed_off, 0);
+    /// ```
+    pub fn progress_stats(&self) -> ProgressStats {
+        let cpu = self.proxy.as_ref().and_then(Proxy::cpu);
+        self.counters.stats(self.policy, self.proxy.is_some(), cpu)
     }
 
     #[inline]
@@ -236,6 +351,8 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        // Requests still handed over are performed before this rank leaves.
+        self.proxy = None;
         self.engine.leave(std::thread::panicking());
     }
 }
@@ -246,6 +363,7 @@ impl std::fmt::Debug for World {
             .field("engine", &self.engine_name())
             .field("rank", &self.rank())
             .field("size", &self.size())
+            .field("progress", &self.policy)
             .finish()
     }
 }

@@ -338,6 +338,27 @@ fn suite_under_mpirun_2_and_4_ranks() {
     }
 }
 
+/// The suite under the lazy and proxy progress policies, every rank its own host (so every
+/// transfer goes through MPI and the policies poll it); the proxy hands every transfer of 64
+/// bytes or more to its thread, which calls MPI beside the rank's own thread.
+#[test]
+fn suite_under_every_progress_policy_under_mpirun() {
+    if engine::launched() {
+        return;
+    }
+    let Some(mpirun) = mpirun() else {
+        eprintln!("mpirun is not installed: the progress policies under mpi were not run");
+        return;
+    };
+    for policy in ["lazy", "proxy"] {
+        let env = [("TIERS_PROGRESS", policy), ("TIERS_PROXY_MIN", "64")];
+        assert!(
+            run_scenario(&mpirun, 2, false, "suite", &env),
+            "{policy}: a rank failed"
+        );
+    }
+}
+
 /// Four workers per rank communicate at once (see [`threaded_jobs`]).
 #[test]
 fn several_workers_per_rank_under_mpirun() {

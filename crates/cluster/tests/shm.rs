@@ -90,11 +90,19 @@ fn child() {
 }
 
 fn launch(n: usize, scenario: &str, engine: &str) -> Outcome {
+    launch_env(n, scenario, engine, &[])
+}
+
+/// [`launch`] with more variables for the ranks.
+fn launch_env(n: usize, scenario: &str, engine: &str, vars: &[(&str, &str)]) -> Outcome {
     let exe = std::env::current_exe().unwrap();
     let mut job = Job::new(n, exe)
         .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
         .env(SCENARIO, scenario)
         .env("TIERS_INIT_TIMEOUT_MS", "120000");
+    for (k, v) in vars {
+        job = job.env(k, v);
+    }
     job.engine = engine.into();
     job.grace = Duration::from_secs(30);
     job.pin = false;
@@ -170,6 +178,39 @@ fn killed_process_is_reported_and_survivors_see_it() {
         // The survivors saw the death long before the 30 s timeouts of the scenario.
         assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
     }
+}
+
+/// The whole suite in one world of processes under each progress policy from the
+/// environment, the proxy also handing every transfer of 64 bytes or more to its thread (the random model's
+/// are shorter: see `progress.rs`).
+#[test]
+fn the_suite_under_every_progress_policy() {
+    for (policy, min) in [("eager", ""), ("lazy", ""), ("proxy", ""), ("proxy", "64")] {
+        let mut vars = vec![(tiers_cluster::env::PROGRESS, policy)];
+        if !min.is_empty() {
+            vars.push((tiers_cluster::env::PROXY_MIN, min));
+        }
+        let out = launch_env(3, "spmd-suite", "shm", &vars);
+        assert!(
+            out.ends.iter().all(|e| *e == End::Exited(0)),
+            "{policy} {min}: {:?}",
+            out.ends
+        );
+    }
+    // A policy that does not exist: every rank's init fails (the rank panics: 101).
+    let out = launch_env(
+        2,
+        "spmd-suite",
+        "shm",
+        &[(tiers_cluster::env::PROGRESS, "never")],
+    );
+    assert!(
+        out.ends
+            .iter()
+            .all(|e| *e == End::Exited(101) || *e == End::Stopped),
+        "{:?}",
+        out.ends
+    );
 }
 
 #[test]

@@ -239,6 +239,22 @@ pub trait Engine: Send + Sync {
     fn health(&self, rank: Rank) -> Health;
     /// Marks this rank as gone (`failed`: abnormally), waking everyone who waits for it.
     fn leave(&self, failed: bool);
+
+    /// Whether transfers need polls between calls to complete (MPI between hosts, where
+    /// one-sided operations travel as messages); the progress policies poll only such
+    /// engines. Shared-memory engines finish every transfer when it is posted: no.
+    fn needs_progress(&self) -> bool {
+        false
+    }
+    /// One poll of the transport; returns whether it found work to do (when it can tell).
+    fn progress(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Whether any thread of the rank may call the engine (a progress thread then may):
+    /// MPI without `MPI_THREAD_MULTIPLE` allows only the thread that initialised it.
+    fn any_thread(&self) -> bool {
+        true
+    }
 }
 
 /// Keeps a segment's memory mapped while a local view of it lives.

@@ -16,6 +16,7 @@ mod hybrid;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
+mod overlap;
 mod redblack;
 
 use tiers_bench::{Opts, Report};
@@ -203,10 +204,17 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "redblack",
-        measures: "ms per RedBlack3D iteration (total, wait, comp) by variant: plain, caller and proxy overlap, limit",
+        measures: "ms per RedBlack3D iteration (total, wait, comp) by variant (seed 002's Table 1): hand, mt1, mtp, mtp-olap, mtp-olap-xtra, irr, limit",
         peers: "the variants against each other; limit = computation alone",
         launch: Launch::Ranks,
         run: redblack::run,
+    },
+    Bench {
+        name: "overlap",
+        measures: "us per one-sided write (comm) and its part not hidden behind computation (exposed), 1 KiB to 4 MiB, by progress policy; overlap % and progress counters in the notes",
+        peers: "local worlds under eager, lazy and proxy; the launched world (shm or mpi); under mpirun: MPI_Put + MPI_Win_flush; limit = memcpy",
+        launch: Launch::Ranks,
+        run: overlap::run,
     },
     Bench {
         name: "hybrid",

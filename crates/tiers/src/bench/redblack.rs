@@ -14,12 +14,7 @@ const ITERS: usize = 50;
 
 fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String> {
     let e = |e: tiers_cluster::Error| e.to_string();
-    let variants = [
-        Variant::Plain,
-        Variant::Caller,
-        Variant::Proxy,
-        Variant::Limit,
-    ];
+    let variants = Variant::ALL;
     let mut r = Report::new("redblack", "ms/iter", true);
     for &threads in &ctx.opts.threads {
         // samples[variant][part][round]
@@ -37,7 +32,7 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
                     iters: ITERS,
                     threads,
                     variant: v,
-                    weights: vec![1; threads],
+                    irr: Vec::new(),
                 };
                 let (b, t) = solve(w, &p).map_err(e)?;
                 let (tm, _, _) = summarize(w, &b, &t).map_err(e)?;
@@ -69,7 +64,9 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
     }
     r.note(format!(
         "engine {}; median of {ROUNDS} rounds (variants alternated), max over ranks; \
-         proxy runs threads + 1 threads; limit has no exchange (not a correct answer across ranks)",
+         variants as seed 002's Table 1: hand and mt1 on 1 thread, mtp and mtp-olap on `threads`, \
+         mtp-olap-xtra and irr (2:1:...:1) on threads - 1 compute threads + the proxy; \
+         limit has no exchange (not a correct answer across ranks)",
         w.engine_name()
     ));
     Ok((w.rank() == 0).then_some(r))

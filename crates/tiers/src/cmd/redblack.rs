@@ -1,46 +1,117 @@
 //! `tiers redblack`: RedBlack3D (KeLP's benchmark, [Baden2001]) across the ranks of a job,
 //! one block per rank (the cluster tier's `Decomp`), node-tier threads on slabs of it, halos
-//! exchanged by the cluster tier's `Halo`/`Mover`. Variants, as seed 002's Table 1:
+//! exchanged by the cluster tier's `Halo`/`Mover`. Variants, named as seed 002's Table 1
+//! (`p` = `--threads`):
 //!
-//! - `plain`: exchange, then compute (no overlap);
-//! - `caller`: thread 0 starts the exchange, every thread computes the interior, thread 0
-//!   waits, then every thread computes the annulus;
-//! - `proxy`: as `caller`, but a proxy thread beside the compute threads starts and waits;
+//! - `hand`: one thread per rank, halos by plain notified writes (`write_notify` of each
+//!   packed face, `notify_waitsome` for each expected one), no Mover: hand-coded message
+//!   passing;
+//! - `mt1`: one thread per rank through the Mover, exchange then compute;
+//! - `mtp`: `p` threads, exchange then compute (no overlap);
+//! - `mtp-olap`: `p` threads; thread 0 starts the exchange, every thread computes the
+//!   interior, thread 0 waits, then every thread computes the annulus;
+//! - `mtp-olap-xtra`: `p − 1` compute threads (at least 1) plus a proxy thread that starts
+//!   and waits for the exchange while they compute the interior (KeLP's extra thread);
+//! - `irr`: `mtp-olap-xtra` with the compute threads' slabs in the ratio `--irr` (IRR(m:n),
+//!   default 2:1:…:1) for threads that see different memory bandwidth;
 //! - `limit`: computation only, no exchange (a wrong answer across ranks; the time overlap
 //!   can at best reach).
 //!
-//! Prints per variant Total / Wait / Comp in seconds over all iterations, the maximum over
-//! ranks, and the residual and error of the result.
+//! Prints per variant Total / Wait / Comp in ms per iteration, the maximum over ranks (the
+//! layout of Tables 2–3), and the residual and error of the result.
 
 use clap::Args;
 use std::time::Instant;
 use tiers_apps::redblack::{Block, Color};
 use tiers_cluster::decomp::{thread_split, Box3, Decomp, Face};
 use tiers_cluster::mover::{for_each, Halo, Proxy};
-use tiers_cluster::{Op, SegId, Timeout, World};
+use tiers_cluster::{Notification, Op, SegId, Segment, Timeout, World};
 use tiers_node::{AdaptiveBarrier, Barrier};
 
-/// How communication meets computation.
+/// How communication meets computation (seed 002's Table 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Variant {
-    /// Exchange, then compute.
-    Plain,
-    /// The caller's thread 0 starts the exchange, all compute the interior, thread 0 waits.
-    Caller,
-    /// A proxy thread beside the compute threads runs the exchange.
-    Proxy,
+    /// One thread, halos by plain notified writes, no Mover.
+    Hand,
+    /// One thread, exchange through the Mover, then compute.
+    Mt1,
+    /// `p` threads, exchange then compute.
+    Mtp,
+    /// `p` threads, thread 0 overlaps the exchange with the interior.
+    MtpOlap,
+    /// `p − 1` compute threads plus a proxy thread that runs the exchange.
+    MtpOlapXtra,
+    /// As `mtp-olap-xtra` with an irregular split of the block over the compute threads.
+    Irr,
     /// Compute only, no exchange (the bound overlap approaches).
     Limit,
 }
 
+/// What a variant does at each half-sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Exchange, then compute.
+    Plain,
+    /// Thread 0 starts the exchange, all compute the interior, thread 0 waits.
+    Caller,
+    /// A proxy thread beside the compute threads runs the exchange.
+    Proxy,
+    /// No exchange.
+    Limit,
+}
+
 impl Variant {
-    /// Its name in tables.
+    /// Every variant, in Table 1's order.
+    pub const ALL: [Variant; 7] = [
+        Variant::Hand,
+        Variant::Mt1,
+        Variant::Mtp,
+        Variant::MtpOlap,
+        Variant::MtpOlapXtra,
+        Variant::Irr,
+        Variant::Limit,
+    ];
+
+    /// Its name in tables (as on the command line).
     pub fn name(self) -> &'static str {
         match self {
-            Variant::Plain => "plain",
-            Variant::Caller => "caller",
-            Variant::Proxy => "proxy",
+            Variant::Hand => "hand",
+            Variant::Mt1 => "mt1",
+            Variant::Mtp => "mtp",
+            Variant::MtpOlap => "mtp-olap",
+            Variant::MtpOlapXtra => "mtp-olap-xtra",
+            Variant::Irr => "irr",
             Variant::Limit => "limit",
+        }
+    }
+
+    fn mode(self) -> Mode {
+        match self {
+            Variant::Hand | Variant::Mt1 | Variant::Mtp => Mode::Plain,
+            Variant::MtpOlap => Mode::Caller,
+            Variant::MtpOlapXtra | Variant::Irr => Mode::Proxy,
+            Variant::Limit => Mode::Limit,
+        }
+    }
+
+    /// The compute threads of the variant when the rank has `threads` threads: one for the
+    /// single-tier variants, one less for the proxy's (at least one).
+    pub fn compute_threads(self, threads: usize) -> usize {
+        match self {
+            Variant::Hand | Variant::Mt1 => 1,
+            Variant::MtpOlapXtra | Variant::Irr => threads.saturating_sub(1).max(1),
+            _ => threads.max(1),
+        }
+    }
+
+    /// The split of the block over the compute threads: `irr`'s ratio for `irr` (default
+    /// 2:1:…:1), even otherwise.
+    fn weights(self, threads: usize, irr: &[usize]) -> Vec<usize> {
+        let nt = self.compute_threads(threads);
+        match self {
+            Variant::Irr if irr.len() == nt => irr.to_vec(),
+            Variant::Irr => (0..nt).map(|t| if t == 0 { 2 } else { 1 }).collect(),
+            _ => vec![1; nt],
         }
     }
 }
@@ -54,14 +125,15 @@ pub struct RedBlackArgs {
     /// Iterations (each a red and a black half-sweep, each after a halo exchange).
     #[arg(long, default_value_t = 20)]
     pub iters: usize,
-    /// Compute threads per rank.
-    #[arg(long, default_value_t = 1)]
+    /// Threads per rank (`p`): `hand` and `mt1` use one, `mtp` and `mtp-olap` all, and
+    /// `mtp-olap-xtra` and `irr` `p − 1` for computing plus the proxy.
+    #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Variants to run, in order (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub variant: Vec<Variant>,
-    /// Split each rank's block over its threads in this ratio, e.g. `3:1` (IRR(m:n)); default
-    /// even.
+    /// `irr`'s split of each rank's block over its compute threads (`p − 1` weights), e.g.
+    /// `3:1` with `--threads 3` (IRR(m:n)); default 2:1:…:1.
     #[arg(long)]
     pub irr: Option<String>,
 }
@@ -77,8 +149,124 @@ pub struct Params {
     pub threads: usize,
     /// The variant.
     pub variant: Variant,
-    /// Per-thread weights of the split (len = threads).
-    pub weights: Vec<usize>,
+    /// `irr`'s split of the block over its compute threads (`threads − 1` weights; another
+    /// count means the default 2:1:…:1). The other variants split evenly.
+    pub irr: Vec<usize>,
+}
+
+/// The `hand` variant's exchange: each packed face goes out as one `write_notify` into the
+/// neighbour's receive slot for that face, and each expected face is waited for with
+/// `notify_waitsome`; no Mover. Receive slots alternate between two parities (as the Mover's
+/// do): a neighbour writes parity `p` again only after it has received this rank's next
+/// exchange, which this rank sends only after it has unpacked parity `p`.
+struct HandHalo<'w> {
+    w: &'w World,
+    id: SegId,
+    seg: Segment<'w>,
+    faces: Vec<Face>,
+    /// Bytes of one face slot: the largest face of any rank, in cache lines.
+    slot: usize,
+    parity: usize,
+}
+
+impl<'w> HandHalo<'w> {
+    /// Collective: the segment of 6 send and 2 × 6 receive slots.
+    fn new(w: &'w World, d: &Decomp, id: SegId) -> tiers_cluster::Result<HandHalo<'w>> {
+        let elem = std::mem::size_of::<f64>();
+        let largest = (0..d.ranks())
+            .flat_map(|r| d.faces(r))
+            .map(|f| f.send.len().max(f.recv.len()) * elem)
+            .max()
+            .unwrap_or(0);
+        let slot = largest.div_ceil(64).max(1) * 64;
+        let seg = w.segment(id, 18 * slot)?;
+        Ok(HandHalo {
+            w,
+            id,
+            seg,
+            faces: d.faces(w.rank()),
+            slot,
+            parity: 0,
+        })
+    }
+
+    fn send_at(&self, face: usize) -> usize {
+        face * self.slot
+    }
+
+    fn recv_at(&self, parity: usize, face: usize) -> usize {
+        (6 + 6 * parity + face) * self.slot
+    }
+
+    fn start(&self, mut pack: impl FnMut(&Face, &mut [f64])) -> tiers_cluster::Result<()> {
+        let q = self.w.queue(0)?;
+        for f in &self.faces {
+            let n = f.send.len();
+            let off = self.send_at(f.index());
+            // SAFETY: the slot holds `n` values (sized for the largest face), is 64-byte
+            // aligned in a page-aligned mapping, and only this rank writes it, never while a
+            // write from it is in flight (`wait` completes the queue before the next start).
+            let b = unsafe {
+                std::slice::from_raw_parts_mut(self.seg.as_ptr().add(off).cast::<f64>(), n)
+            };
+            pack(f, b);
+            let note = Notification {
+                id: 6 * self.parity + f.opposite(),
+                value: 1,
+            };
+            let dst = self.id.on(f.peer, self.recv_at(self.parity, f.opposite()));
+            q.write_notify(self.id.at(off), dst, n * 8, note)?;
+        }
+        Ok(())
+    }
+
+    fn wait(
+        &mut self,
+        timeout: Timeout,
+        mut unpack: impl FnMut(&Face, &[f64]),
+    ) -> tiers_cluster::Result<()> {
+        self.w.queue(0)?.wait(timeout)?;
+        for f in &self.faces {
+            let id = 6 * self.parity + f.index();
+            self.w.notify_waitsome(self.id, id..id + 1, timeout)?;
+            self.w.notify_reset(self.id, id)?;
+            let n = f.recv.len();
+            let off = self.recv_at(self.parity, f.index());
+            // SAFETY: in bounds and aligned as above; the notification says the neighbour's
+            // data is here, and it writes this slot again only after this rank's next start.
+            let b =
+                unsafe { std::slice::from_raw_parts(self.seg.as_ptr().add(off).cast::<f64>(), n) };
+            unpack(f, b);
+        }
+        self.parity ^= 1;
+        Ok(())
+    }
+}
+
+/// A halo exchange: through the Mover, or by hand.
+enum Exchange<'w> {
+    Mover(Box<Halo<'w, f64>>),
+    Hand(HandHalo<'w>),
+}
+
+impl Exchange<'_> {
+    fn start(&self, pack: impl FnMut(&Face, &mut [f64])) -> tiers_cluster::Result<()> {
+        match self {
+            Exchange::Mover(h) => h.start(pack),
+            Exchange::Hand(h) => h.start(pack),
+        }
+    }
+
+    fn wait(
+        &mut self,
+        timeout: Timeout,
+        unpack: impl FnMut(&Face, &[f64]),
+    ) -> tiers_cluster::Result<()> {
+        match self {
+            Exchange::Mover(h) => h.wait(timeout, unpack),
+            Exchange::Hand(h) => h.wait(timeout, unpack),
+        }
+    }
 }
 
 /// One rank's times, in seconds over all iterations (thread 0's view).
@@ -104,11 +292,17 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
     let own = d.block(me);
     let mut block = Block::new(p.n, own.lo, own.extent());
     let shared = block.shared();
-    let mut halo = Halo::<f64>::new(w, &d, SegId(7), 0, 0)?;
+    let mut halo = if p.variant == Variant::Hand {
+        Exchange::Hand(HandHalo::new(w, &d, SegId(7))?)
+    } else {
+        Exchange::Mover(Box::new(Halo::<f64>::new(w, &d, SegId(7), 0, 0)?))
+    };
     let interior = d.interior(me, 1);
     let annulus = d.annulus(me, 1);
-    let slabs = thread_split(&own, &p.weights);
-    let nt = p.threads;
+    let weights = p.variant.weights(p.threads, &p.irr);
+    let slabs = thread_split(&own, &weights);
+    let nt = weights.len();
+    let mode = p.variant.mode();
     let barrier = AdaptiveBarrier::new(nt);
     w.barrier(Timeout::Block)?;
 
@@ -128,7 +322,7 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
     let barrier = &barrier;
     let (interior, annulus, slabs) = (&interior, &annulus, &slabs);
     let work = |t: usize,
-                mut halo: Option<&mut Halo<'_, f64>>,
+                mut halo: Option<&mut Exchange<'_>>,
                 proxy: Option<&Proxy>|
      -> tiers_cluster::Result<Times> {
         let mut tm = Times::default();
@@ -139,13 +333,13 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
         let t0 = Instant::now();
         for _ in 0..p.iters {
             for c in [Color::Red, Color::Black] {
-                match p.variant {
-                    Variant::Limit => {
+                match mode {
+                    Mode::Limit => {
                         let c0 = Instant::now();
                         relax(&mine, c);
                         tm.comp += c0.elapsed().as_secs_f64();
                     }
-                    Variant::Plain => {
+                    Mode::Plain => {
                         if let Some(h) = halo.as_deref_mut() {
                             let w0 = Instant::now();
                             h.start(pack)?;
@@ -157,7 +351,7 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
                         relax(&mine, c);
                         tm.comp += c0.elapsed().as_secs_f64();
                     }
-                    Variant::Caller | Variant::Proxy => {
+                    Mode::Caller | Mode::Proxy => {
                         if lead {
                             match (halo.as_deref_mut(), proxy) {
                                 (Some(h), _) => h.start(pack)?,
@@ -194,7 +388,7 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
     let mut times = Times::default();
     let result: tiers_cluster::Result<()> = std::thread::scope(|s| {
         let mut halo = Some(&mut halo);
-        let proxy_halo = if p.variant == Variant::Proxy {
+        let proxy_halo = if mode == Mode::Proxy {
             halo.take()
         } else {
             None
@@ -246,8 +440,8 @@ pub fn summarize(w: &World, b: &Block, t: &Times) -> tiers_cluster::Result<([f64
     Ok((tmax, r[0].sqrt(), e[0]))
 }
 
-/// Parses `m:n[:…]` into weights.
-pub fn parse_irr(s: &str, threads: usize) -> Result<Vec<usize>, String> {
+/// Parses `m:n[:…]` into `count` weights (`irr`'s compute threads).
+pub fn parse_irr(s: &str, count: usize) -> Result<Vec<usize>, String> {
     let w: Vec<usize> = s
         .split(':')
         .map(|x| {
@@ -256,9 +450,9 @@ pub fn parse_irr(s: &str, threads: usize) -> Result<Vec<usize>, String> {
                 .map_err(|_| format!("--irr {s}: not a ratio like 3:1"))
         })
         .collect::<Result<_, _>>()?;
-    if w.len() != threads || w.iter().all(|&x| x == 0) {
+    if w.len() != count || w.iter().all(|&x| x == 0) {
         return Err(format!(
-            "--irr {s}: needs {threads} weights (one per thread), not all 0"
+            "--irr {s}: needs {count} weights (one per compute thread of irr: --threads - 1), not all 0"
         ));
     }
     Ok(w)
@@ -269,21 +463,16 @@ pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.n == 0 || a.threads == 0 {
         return Err("tiers redblack: --n and --threads must be at least 1".into());
     }
-    let weights = match &a.irr {
-        Some(s) => parse_irr(s, a.threads)?,
-        None => vec![1; a.threads],
+    let irr = match &a.irr {
+        Some(s) => parse_irr(s, Variant::Irr.compute_threads(a.threads))?,
+        None => Vec::new(),
     };
     let variants = if a.variant.is_empty() {
-        vec![
-            Variant::Plain,
-            Variant::Caller,
-            Variant::Proxy,
-            Variant::Limit,
-        ]
+        Variant::ALL.to_vec()
     } else {
         a.variant.clone()
     };
-    let out = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a, &weights, &variants)))?;
+    let out = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a, &irr, &variants)))?;
     for (r, o) in out {
         o.map_err(|e| format!("tiers redblack: rank {r}: {e}"))?;
     }
@@ -293,7 +482,7 @@ pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
 fn one_rank(
     w: &World,
     a: &RedBlackArgs,
-    weights: &[usize],
+    irr: &[usize],
     variants: &[Variant],
 ) -> Result<(), String> {
     let e = |e: tiers_cluster::Error| e.to_string();
@@ -303,37 +492,45 @@ fn one_rank(
     }
     if w.rank() == 0 {
         println!(
-            "redblack3d n={} iters={} ranks={} ({:?}) threads={} split={:?} engine={}",
+            "redblack3d n={} iters={} ranks={} ({:?}) threads={} engine={}",
             a.n,
             a.iters,
             w.size(),
             d.procs(),
             a.threads,
-            weights,
             w.engine_name()
         );
+        println!("ms per iteration, the maximum over ranks");
         println!(
-            "{:<8} {:>10} {:>10} {:>10} {:>12} {:>12}",
-            "variant", "total_s", "wait_s", "comp_s", "residual", "max_error"
+            "{:<14} {:>7} {:>10} {:>10} {:>10} {:>12} {:>12}",
+            "variant", "threads", "total", "wait", "comp", "residual", "max_error"
         );
     }
+    let per = |x: f64| x * 1e3 / a.iters.max(1) as f64;
     for &v in variants {
         let p = Params {
             n: a.n,
             iters: a.iters,
             threads: a.threads,
             variant: v,
-            weights: weights.to_vec(),
+            irr: irr.to_vec(),
         };
         let (b, t) = solve(w, &p).map_err(e)?;
         let (tm, res, err) = summarize(w, &b, &t).map_err(e)?;
         if w.rank() == 0 {
+            let split = v.weights(a.threads, irr);
+            let threads = if matches!(v, Variant::MtpOlapXtra | Variant::Irr) {
+                format!("{}+1", split.len())
+            } else {
+                split.len().to_string()
+            };
             println!(
-                "{:<8} {:>10.4} {:>10.4} {:>10.4} {:>12.4e} {:>12.4e}",
+                "{:<14} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.4e} {:>12.4e}",
                 v.name(),
-                tm[0],
-                tm[1],
-                tm[2],
+                threads,
+                per(tm[0]),
+                per(tm[1]),
+                per(tm[2]),
                 res,
                 err
             );
@@ -347,19 +544,13 @@ mod tests {
     use super::*;
 
     /// The whole mesh, assembled from every rank's owned values.
-    fn mesh(
-        n: usize,
-        ranks: usize,
-        threads: usize,
-        variant: Variant,
-        weights: Vec<usize>,
-    ) -> Vec<f64> {
+    fn mesh(n: usize, ranks: usize, threads: usize, variant: Variant, irr: Vec<usize>) -> Vec<f64> {
         let p = Params {
             n,
             iters: 5,
             threads,
             variant,
-            weights,
+            irr,
         };
         let parts = tiers_cluster::run_local(ranks, |w| {
             let (b, _) = solve(w, &p).unwrap();
@@ -383,16 +574,11 @@ mod tests {
     #[test]
     fn every_variant_rank_and_thread_count_gives_the_same_bits() {
         let n = 12;
-        let want = mesh(n, 1, 1, Variant::Plain, vec![1]);
+        let want = mesh(n, 1, 1, Variant::Mt1, vec![]);
         assert!(want.iter().all(|x| x.is_finite()));
         for ranks in [1, 2, 3, 4, 8] {
-            for (threads, weights) in [
-                (1, vec![1]),
-                (2, vec![1, 1]),
-                (3, vec![1, 1, 1]),
-                (2, vec![3, 1]),
-            ] {
-                for v in [Variant::Plain, Variant::Caller, Variant::Proxy] {
+            for (threads, weights) in [(1, vec![]), (2, vec![]), (3, vec![3, 1]), (4, vec![])] {
+                for v in Variant::ALL.into_iter().filter(|&v| v != Variant::Limit) {
                     let got = mesh(n, ranks, threads, v, weights.clone());
                     let same = got
                         .iter()
@@ -406,7 +592,7 @@ mod tests {
             }
         }
         // Without an exchange the blocks drift apart: the test can see a wrong answer.
-        let limit = mesh(n, 2, 1, Variant::Limit, vec![1]);
+        let limit = mesh(n, 2, 1, Variant::Limit, vec![]);
         assert!(limit.iter().zip(&want).any(|(a, b)| a != b));
     }
 
@@ -415,5 +601,23 @@ mod tests {
         assert_eq!(parse_irr("3:1", 2), Ok(vec![3, 1]));
         assert!(parse_irr("3:1", 3).is_err());
         assert!(parse_irr("a:1", 2).is_err());
+        assert!(parse_irr("0:0", 2).is_err());
+    }
+
+    #[test]
+    fn variants_have_table_1_names_and_threads() {
+        use clap::ValueEnum;
+        for v in Variant::ALL {
+            let pv = v.to_possible_value().unwrap();
+            assert_eq!(pv.get_name(), v.name());
+        }
+        assert_eq!(Variant::Hand.compute_threads(4), 1);
+        assert_eq!(Variant::Mt1.compute_threads(4), 1);
+        assert_eq!(Variant::Mtp.compute_threads(4), 4);
+        assert_eq!(Variant::MtpOlapXtra.compute_threads(4), 3);
+        assert_eq!(Variant::MtpOlapXtra.compute_threads(1), 1);
+        assert_eq!(Variant::Irr.weights(3, &[]), vec![2, 1]);
+        assert_eq!(Variant::Irr.weights(3, &[5, 1]), vec![5, 1]);
+        assert_eq!(Variant::Mtp.weights(3, &[5, 1]), vec![1, 1, 1]);
     }
 }

@@ -76,6 +76,8 @@ impl MpiConfig {
             Some("multiple") => Threading::Multiple,
             Some("funneled") => Threading::Funneled,
             _ if config::threads() > 1 => Threading::Multiple,
+            // The progress thread calls MPI beside the rank's own thread.
+            _ if config::progress() == Ok(crate::progress::Progress::Proxy) => Threading::Multiple,
             _ => Threading::Funneled,
         };
         let host_local = config::env_str(env::MPI_HOST_LOCAL).as_deref() != Some("0");
@@ -674,6 +676,21 @@ fn fnv(s: &str) -> u64 {
 impl Engine for MpiEngine {
     fn name(&self) -> &'static str {
         "mpi"
+    }
+
+    fn needs_progress(&self) -> bool {
+        self.hosts > 1
+    }
+
+    fn progress(&self) -> Result<bool> {
+        if self.hosts > 1 {
+            raw::progress(self.comm);
+        }
+        Ok(false)
+    }
+
+    fn any_thread(&self) -> bool {
+        raw::thread_multiple()
     }
     fn rank(&self) -> Rank {
         self.rank
