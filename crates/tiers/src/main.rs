@@ -10,6 +10,7 @@ use std::process::ExitCode;
 mod bench;
 mod cmd;
 mod draw;
+mod plot;
 mod runs;
 
 #[cfg(test)]
