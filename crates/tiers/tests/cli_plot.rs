@@ -126,3 +126,51 @@ fn bench_draws_the_run_it_made() {
     let (ok, err) = tiers(&["bench", "private", "--plot", &d.path("x.gif")]);
     assert!(!ok && err.contains(".svg or .png"), "{err}");
 }
+
+#[test]
+fn render_traces_its_tiles_and_model_draws_its_fits() {
+    let d = Dir::new("apps");
+    let trace = d.path("t.svg");
+    let (ok, err) = tiers(&[
+        "render",
+        "--width",
+        "96",
+        "--height",
+        "64",
+        "--tiles",
+        "16",
+        "--threads",
+        "2",
+        "--schedule",
+        "static",
+        "--max-iter",
+        "50",
+        "--out",
+        &d.path("i.png"),
+        "--trace",
+        &trace,
+    ]);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("worker (thread index)") && text.contains("Static"));
+    let (ok, err) = tiers(&[
+        "render",
+        "--out",
+        &d.path("i.png"),
+        "--trace",
+        &d.path("t.txt"),
+    ]);
+    assert!(!ok && err.contains("--trace"), "{err}");
+
+    let runs = d.write(
+        "runs.json",
+        r#"{"runs": [
+          {"app": "mds", "threads": 1, "nodes": 1, "size": 1000, "seconds": 2.0},
+          {"app": "mds", "threads": 2, "nodes": 1, "size": 1000, "seconds": 1.1},
+          {"app": "mds", "threads": 4, "nodes": 1, "size": 1000, "seconds": 0.6}]}"#,
+    );
+    let fig = d.path("m.png");
+    let (ok, err) = tiers(&["model", &runs, "--plot", &fig]);
+    assert!(ok, "{err}");
+    assert_eq!(png_size(&fig), (1100, 800));
+}

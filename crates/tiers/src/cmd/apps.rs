@@ -1,7 +1,7 @@
 //! The application commands: `tiers data`, `distances`, `mds`, `cluster`, `render`, `model`.
 
 use super::outputs::{self, Output};
-use crate::draw;
+use crate::plot;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -235,6 +235,9 @@ pub struct RenderArgs {
     /// Append this run's time to a runs file for `tiers model`.
     #[arg(long)]
     runs: Option<PathBuf>,
+    /// Also draw which worker rendered which tile when, as a Gantt chart (.svg or .png).
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 /// `tiers model`.
@@ -242,7 +245,7 @@ pub struct RenderArgs {
 pub struct ModelArgs {
     /// Runs file (`{"runs": [{"app", "threads", "nodes", "size", "seconds"}]}`).
     runs: PathBuf,
-    /// Plot measured and modelled overhead (SVG).
+    /// Plot efficiency and overhead against p/N and p with the fits (.svg or .png).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Factors to fit, comma-separated: p, p/N, nodes (each alone and each pair).
@@ -334,14 +337,7 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
         println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
     }
     if let Some(pp) = &a.plot {
-        let labels = labels.unwrap_or_else(|| vec![0; d.n]);
-        draw::write(
-            pp,
-            &r.points,
-            a.dims,
-            &labels,
-            &format!("SMACOF MDS of {} points", d.n),
-        )?;
+        plot_points(pp, &r.points, a.dims, labels, last.normalized)?;
     }
     record(
         &a.runs,
@@ -428,14 +424,7 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
         );
     }
     if let Some(pp) = &a.plot {
-        let labels = labels.unwrap_or_else(|| vec![0; n]);
-        draw::write(
-            pp,
-            &r.points,
-            a.dims,
-            &labels,
-            &format!("SMACOF MDS of {n} points"),
-        )?;
+        plot_points(pp, &r.points, a.dims, labels, last.normalized)?;
     }
     record_ranks(
         &a.runs,
@@ -586,6 +575,30 @@ fn read_labels(path: &Path, n: usize) -> Result<Vec<usize>, Box<dyn std::error::
         .into());
     }
     Ok(l)
+}
+
+/// The MDS scatter of `tiers mds --plot`: N, dimensions and stress in the title, coloured by
+/// the `--labels` clusters when given.
+fn plot_points(
+    path: &Path,
+    points: &[f64],
+    dims: usize,
+    labels: Option<Vec<usize>>,
+    stress: f64,
+) -> Res {
+    let n = points.len() / dims.max(1);
+    let mut fig = plot::scatter::Scatter::new(
+        points,
+        dims,
+        format!("SMACOF MDS of {n} points in {dims} dimensions, normalised stress {stress:.4}"),
+    )?;
+    if let Some(l) = labels {
+        fig = fig.colour_by("the --labels clusters", l)?;
+    }
+    fig.caption.push(format!(
+        "the {dims}-D points seen along their two principal axes"
+    ));
+    plot::write(path, &fig, plot::Size::new(1000, 760)?)
 }
 
 fn read_text(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
@@ -835,6 +848,7 @@ pub fn run(cmd: AppCommand) -> Res {
             };
             spec.validate()?;
             let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", &["png"]))
+                .chain(a.trace.as_ref().map(|t| out(t, "--trace", PLOT)))
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&[], &outs)?;
@@ -857,8 +871,23 @@ pub fn run(cmd: AppCommand) -> Res {
             };
             tiers_apps::files::write_atomic(
                 &a.out,
-                &draw::encode_png(img.width, img.height, &img.rgb)?,
+                &plot::encode_png(img.width, img.height, &img.rgb)?,
             )?;
+            if let Some(tp) = &a.trace {
+                let fig = plot::gantt::Gantt::new(
+                    format!(
+                        "render {}x{}, {:?} schedule: tiles by worker and time{}",
+                        a.width,
+                        a.height,
+                        schedule,
+                        if ranks > 1 { " (rank 0's workers)" } else { "" }
+                    ),
+                    img.tiles.clone(),
+                    a.threads,
+                    a.width.div_ceil(a.tiles),
+                )?;
+                plot::write(tp, &fig, plot::Size::default())?;
+            }
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
             eprintln!("rendered {}x{} in {:.3} s ({:?}, {ranks} ranks x {} threads, busy per worker of rank 0 [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
             record_ranks(
@@ -873,7 +902,7 @@ pub fn run(cmd: AppCommand) -> Res {
         AppCommand::Model(a) => {
             let factors = model::parse_factors(&a.factors)?;
             if let Some(pp) = &a.plot {
-                outputs::check(&[&a.runs], &[out(pp, "--plot", &["svg"])])?;
+                outputs::check(&[&a.runs], &[out(pp, "--plot", PLOT)])?;
             }
             let runs = crate::runs::read(&a.runs)?;
             let pts = model::analyse(&runs.runs);
@@ -895,11 +924,8 @@ pub fn run(cmd: AppCommand) -> Res {
                 print!("{}", model::report(&pts, &fits));
             }
             if let Some(pp) = &a.plot {
-                let best = fits
-                    .iter()
-                    .filter(|f| f.factors.len() == 1 && f.r2.is_finite())
-                    .max_by(|x, y| x.r2.total_cmp(&y.r2));
-                write_text(pp, &draw::overhead_svg(&pts, best))?;
+                let fig = plot::model::ModelFigure::new(pts, fits)?;
+                plot::write(pp, &fig, plot::Size::new(1100, 800)?)?;
             }
             Ok(())
         }

@@ -253,3 +253,127 @@ fn pngs_decode_at_the_size_asked() {
         assert_eq!(png_size(&png), (w, h));
     }
 }
+
+#[test]
+fn the_scatter_has_its_axes_clusters_and_one_mark_per_point() {
+    use super::scatter::{cluster_look, Scatter};
+    // Two clusters of 3-D points, the reference labelling them with other numbers.
+    let mut pts = Vec::new();
+    let mut found = Vec::new();
+    for i in 0..30 {
+        let c = i % 2;
+        pts.extend([
+            c as f64 * 10.0 + (i as f64 * 0.37).sin(),
+            (i as f64).cos(),
+            0.1 * i as f64,
+        ]);
+        found.push(c);
+    }
+    let reference: Vec<usize> = found.iter().map(|c| 7 - c).collect();
+    let fig = Scatter::new(
+        &pts,
+        3,
+        "MDS of 30 points in 3 dimensions, normalised stress 0.01".into(),
+    )
+    .unwrap()
+    .colour_by("clusters found", found)
+    .unwrap()
+    .colour_by("reference", reference)
+    .unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert!(t.iter().filter(|l| l.contains("principal axis 1")).count() == 2);
+    assert!(t.iter().filter(|l| l.contains("principal axis 2")).count() == 2);
+    assert!(t
+        .iter()
+        .any(|l| l.contains("30 points") && l.contains("stress")));
+    for l in [
+        "0: 15 points",
+        "1: 15 points",
+        "6: 15 points",
+        "7: 15 points",
+    ] {
+        assert!(t.iter().any(|x| x == l), "no legend entry {l}: {t:?}");
+    }
+    // Agreeing labellings share colours: each colour marks 15 points in each panel, plus a
+    // legend entry in each.
+    for k in 0..2 {
+        assert_eq!(marks(&s, cluster_look(k).rgb()), 2 * (15 + 1));
+    }
+    assert!(Scatter::new(&[], 3, String::new()).is_err());
+    assert!(Scatter::new(&pts, 3, String::new())
+        .unwrap()
+        .colour_by("x", vec![0; 3])
+        .is_err());
+    let png = render(&fig, Format::Png, Size::new(900, 500).unwrap()).unwrap();
+    assert_eq!(png_size(&png), (900, 500));
+}
+
+#[test]
+fn the_model_figure_has_its_panels_series_and_fits() {
+    use super::model::ModelFigure;
+    use tiers_apps::model::{analyse, fits_of, Factor, Run};
+    let mut runs = Vec::new();
+    for size in [1000, 4000] {
+        for p in [1, 2, 4] {
+            runs.push(Run {
+                app: "mds".into(),
+                threads: p,
+                nodes: 1,
+                size,
+                seconds: (1.0 + 20.0 * (p - 1) as f64 / size as f64) / p as f64,
+            });
+        }
+    }
+    let pts = analyse(&runs);
+    let fit_pts: Vec<_> = pts.iter().filter(|p| p.p > 1).cloned().collect();
+    let fits = fits_of(&fit_pts, &[Factor::P, Factor::PPerN]);
+    let fig = ModelFigure::new(pts.clone(), fits).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    for want in [
+        "efficiency ε (fraction)",
+        "overhead f (fraction)",
+        "p/N (inverse grain size, 1/points)",
+        "parallelism p (threads × nodes)",
+    ] {
+        assert!(
+            t.iter().any(|l| l.starts_with(want)),
+            "no label {want}: {t:?}"
+        );
+    }
+    let series = ["mds N=1000", "mds N=4000"];
+    let looks = style::looks(&series.map(String::from));
+    for (name, look) in series.iter().zip(&looks) {
+        assert!(t.iter().any(|l| l == name), "no legend entry {name}");
+        // Three runs, each in three panels, and the legend's mark.
+        assert_eq!(marks(&s, look.rgb()), 3 * 3 + 1, "{name}");
+    }
+    assert!(t
+        .iter()
+        .any(|l| l.starts_with("f = ") && l.contains("·p/N") && l.contains("R²")));
+    assert!(t.iter().any(|l| l.starts_with("f = ") && l.contains("·p,")));
+    assert!(ModelFigure::new(Vec::new(), Vec::new()).is_err());
+}
+
+#[test]
+fn the_gantt_has_one_bar_per_tile() {
+    use super::gantt::Gantt;
+    use tiers_apps::render::TileSpan;
+    let spans: Vec<TileSpan> = (0..12)
+        .map(|t| TileSpan {
+            tile: t,
+            worker: t % 3,
+            start: (t / 3) as f64 * 0.01,
+            end: (t / 3) as f64 * 0.01 + 0.009,
+        })
+        .collect();
+    let fig = Gantt::new("render".into(), spans, 3, 4).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l == "time since the render started (ms)"));
+    assert!(t.iter().any(|l| l == "worker (thread index)"));
+    let bars: usize = (0..3).map(|row| marks(&s, style::PALETTE[row])).sum();
+    assert_eq!(bars, 12);
+    assert!(Gantt::new("x".into(), Vec::new(), 2, 2).is_err());
+}

@@ -12,7 +12,10 @@
 
 #[cfg(test)]
 mod figures_test;
+pub mod gantt;
+pub mod model;
 pub mod report;
+pub mod scatter;
 pub mod style;
 
 use plotters::coord::Shift;
@@ -229,6 +232,115 @@ pub(crate) fn frame<DB: DrawingBackend>(
     Ok(mid)
 }
 
+/// One panel's axes: ranges in drawing space (log10 of the value on a log axis).
+pub(crate) struct Axes {
+    /// x range.
+    pub x: (f64, f64),
+    /// y range.
+    pub y: (f64, f64),
+    /// Whether x is drawn as log10.
+    pub xlog: bool,
+    /// Whether y is drawn as log10.
+    pub ylog: bool,
+    /// x label, with its unit.
+    pub x_desc: String,
+    /// y label, with its unit.
+    pub y_desc: String,
+    /// The panel's own title.
+    pub caption: Option<String>,
+    /// Ticks at whole numbers only (x, y): counts such as workers or threads.
+    pub whole: (bool, bool),
+}
+
+/// The range of `vals` for an axis: padded, from zero for non-negative linear values, log10
+/// where positive values span two decades or more. Returns (low, high, log).
+pub(crate) fn span(vals: &[f64], from_zero: bool) -> (f64, f64, bool) {
+    let lo = vals
+        .iter()
+        .cloned()
+        .filter(|v| v.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    let hi = vals
+        .iter()
+        .cloned()
+        .filter(|v| v.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !(lo.is_finite() && hi.is_finite()) {
+        return (0.0, 1.0, false);
+    }
+    if lo > 0.0 && hi / lo >= 100.0 {
+        let (a, b) = (lo.log10(), hi.log10());
+        let pad = (b - a) * 0.06;
+        return (a - pad, b + pad, true);
+    }
+    let lo = if from_zero && lo >= 0.0 { 0.0 } else { lo };
+    let pad = if hi > lo {
+        (hi - lo) * 0.06
+    } else {
+        hi.abs().max(1.0) * 0.5
+    };
+    (if lo == 0.0 { 0.0 } else { lo - pad }, hi + pad, false)
+}
+
+/// Draws a panel's axes, grid and labels on `cell`; returns the map from drawing-space
+/// coordinates to the cell's pixels.
+pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
+    cell: &'a DrawingArea<DB, Shift>,
+    a: &Axes,
+) -> Result<impl Fn(f64, f64) -> (i32, i32) + 'a> {
+    let mut cb = ChartBuilder::on(cell);
+    cb.margin(8).x_label_area_size(44).y_label_area_size(70);
+    if let Some(c) = &a.caption {
+        cb.caption(c.clone(), font(15.0));
+    }
+    let mut chart = cb
+        .build_cartesian_2d(a.x.0..a.x.1, a.y.0..a.y.1)
+        .map_err(Error::drawing)?;
+    let label = |log: bool, whole: bool, v: f64| -> String {
+        if whole && (v - v.round()).abs() > 1e-6 {
+            return String::new();
+        }
+        if log {
+            if (v - v.round()).abs() > 1e-6 {
+                return String::new();
+            }
+            tick(10f64.powf(v))
+        } else {
+            tick(v)
+        }
+    };
+    let (xl, yl) = (a.xlog, a.ylog);
+    let n_log = |r: (f64, f64)| ((r.1 - r.0).ceil() as usize + 1).clamp(2, 10);
+    chart
+        .configure_mesh()
+        .x_desc(a.x_desc.clone())
+        .y_desc(a.y_desc.clone())
+        .x_labels(if xl { n_log(a.x) } else { 8 })
+        .y_labels(if yl { n_log(a.y) } else { 8 })
+        .x_label_formatter(&|v| label(xl, a.whole.0, *v))
+        .y_label_formatter(&|v| label(yl, a.whole.1, *v))
+        .label_style(font(12.0))
+        .axis_desc_style(font(14.0))
+        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(Error::drawing)?;
+    let base = cell.get_base_pixel();
+    Ok(move |x: f64, y: f64| {
+        let p = chart.backend_coord(&(x, y));
+        (p.0 - base.0, p.1 - base.1)
+    })
+}
+
+/// A value in drawing space: log10 on a log axis.
+pub(crate) fn on(log: bool, v: f64) -> f64 {
+    if log {
+        v.log10()
+    } else {
+        v
+    }
+}
+
 /// Today's date (UTC) as `YYYY-MM-DD`.
 pub fn today() -> String {
     let secs = std::time::SystemTime::now()
@@ -254,10 +366,11 @@ pub fn date_of(unix_secs: u64) -> String {
 
 /// A number for axis ticks: short, without trailing zeros.
 pub(crate) fn tick(v: f64) -> String {
-    if v == 0.0 {
+    let a = v.abs();
+    // Zero, and the rounding residue of a tick computed as a sum (−5.6e-17).
+    if a < 1e-12 {
         return "0".into();
     }
-    let a = v.abs();
     if v.fract() == 0.0 && a < 1e9 {
         return format!("{v:.0}");
     }

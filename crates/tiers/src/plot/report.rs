@@ -775,8 +775,7 @@ impl Figure for ReportFigure {
                             continue;
                         };
                         let seg: Vec<(i32, i32)> = seg.into_iter().map(local).collect();
-                        style::dashed(root, &seg, LIMIT.stroke_width(2))
-                            .map_err(Error::drawing)?;
+                        style::dashed(root, &seg, LIMIT.stroke_width(2)).map_err(Error::drawing)?;
                     }
                     let mut along: Vec<(f64, f64)> =
                         pts.iter().cloned().filter(|p| !p.0.is_nan()).collect();
@@ -786,12 +785,8 @@ impl Figure for ReportFigure {
                             along.iter().map(|&(x, y)| local(px(x, y))).collect();
                         if seg.len() == 1 {
                             let (x, y) = seg[0];
-                            style::dashed(
-                                root,
-                                &[(x - 20, y), (x + 20, y)],
-                                LIMIT.stroke_width(2),
-                            )
-                            .map_err(Error::drawing)?;
+                            style::dashed(root, &[(x - 20, y), (x + 20, y)], LIMIT.stroke_width(2))
+                                .map_err(Error::drawing)?;
                         } else {
                             style::dashed(root, &seg, LIMIT.stroke_width(2))
                                 .map_err(Error::drawing)?;

@@ -118,6 +118,11 @@ pub struct Look {
 }
 
 impl Look {
+    /// The look of slot `slot` (colours first, then markers; wraps after 60).
+    pub fn of_slot(slot: usize) -> Look {
+        Look::from_slot(slot % SLOTS)
+    }
+
     fn from_slot(slot: usize) -> Look {
         Look {
             colour: slot % PALETTE.len(),
