@@ -63,10 +63,14 @@ fn a_report_becomes_svg_and_png() {
     let d = Dir::new("ok");
     let json = d.write("r.json", REPORT);
     let svg = d.path("r.svg");
-    let (ok, err) = tiers(&["plot", &json, "--out", &svg]);
+    let (ok, err) = tiers(&["plot", &json, "--out", &svg, "--date", "2026-01-02"]);
     assert!(ok, "{err}");
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg") && text.contains("tiers-mcs") && text.contains("threads"));
+    assert!(
+        text.contains("2026-01-02"),
+        "the date given is in the caption"
+    );
     let png = d.path("r.png");
     let (ok, err) = tiers(&[
         "plot", &json, "--out", &png, "--width", "700", "--height", "450",

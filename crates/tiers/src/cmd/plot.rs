@@ -18,13 +18,20 @@ pub struct PlotArgs {
     /// Height in pixels.
     #[arg(long, default_value_t = plot::HEIGHT)]
     pub height: u32,
+    /// When the report was measured, for the caption, where the report carries no date
+    /// (otherwise the file's modification date is shown as such).
+    #[arg(long)]
+    pub date: Option<String>,
 }
 
 /// Runs `tiers plot`.
 pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
     let size = plot::Size::new(a.width, a.height)?;
     plot::Format::of(&a.out)?;
-    let table = read(&a.input)?;
+    let mut table = read(&a.input)?;
+    if let Some(d) = &a.date {
+        table.date = Some(d.clone());
+    }
     let fig = ReportFigure::new(table).map_err(|e| format!("{}: {e}", a.input.display()))?;
     plot::write(&a.out, &fig, size)?;
     let l = fig.layout();

@@ -343,7 +343,7 @@ fn the_model_figure_has_its_panels_series_and_fits() {
         );
     }
     let series = ["mds N=1000", "mds N=4000"];
-    let looks = style::looks(&series.map(String::from));
+    let looks: Vec<style::Look> = (0..2).map(style::Look::of_slot).collect();
     for (name, look) in series.iter().zip(&looks) {
         assert!(t.iter().any(|l| l == name), "no legend entry {name}");
         // Three runs, each in three panels, and the legend's mark.

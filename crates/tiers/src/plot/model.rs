@@ -86,7 +86,8 @@ impl Figure for ModelFigure {
         ];
         let mid = frame(area, &title, &caption)?;
         let cells = mid.split_evenly((2, 2));
-        let looks = style::looks(&self.series);
+        // Series are (application, size) here, not implementations: colours in order.
+        let looks: Vec<Look> = (0..self.series.len()).map(Look::of_slot).collect();
         let look_of = |p: &Point| -> Look {
             let s = series_of(p);
             self.series
@@ -153,12 +154,13 @@ impl Figure for ModelFigure {
                     if f.factors == [factor] {
                         // f = a·x: a straight line (a curve on a log axis), sampled.
                         let a = f.coef[0];
+                        // Only where the line is inside the panel (it is one piece).
                         let line: Vec<(i32, i32)> = (0..=60)
-                            .map(|k| {
+                            .filter_map(|k| {
                                 let t = x0 + (x1 - x0) * f64::from(k) / 60.0;
                                 let x = if xlog { 10f64.powf(t) } else { t };
-                                let y = (a * x).clamp(y0, y1);
-                                px(t, y)
+                                let y = a * x;
+                                (y0..=y1).contains(&y).then(|| px(t, y))
                             })
                             .collect();
                         cell.draw(&PathElement::new(line, colour.stroke_width(2)))

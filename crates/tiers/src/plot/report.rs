@@ -54,6 +54,14 @@ impl Param {
         }
     }
 
+    /// An exact key (the number's bits), for sets and maps.
+    fn key(&self) -> String {
+        match self {
+            Param::Num(v) => format!("n{:x}", v.to_bits()),
+            Param::Name(s) => format!("s{s}"),
+        }
+    }
+
     fn text(&self) -> String {
         match self {
             Param::Num(v) => tick(*v),
@@ -254,24 +262,22 @@ pub struct Layout {
 }
 
 fn distinct(vals: impl Iterator<Item = Param>) -> Vec<Param> {
-    let mut out: Vec<Param> = Vec::new();
-    for v in vals {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    vals.filter(|v| seen.insert(v.key())).collect()
 }
 
 /// Whether `a` determines `b` over the rows that have both.
 fn determines(rows: &[&Row], a: &str, b: &str) -> bool {
-    let mut seen: Vec<(Param, Param)> = Vec::new();
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for r in rows {
         if let (Some(x), Some(y)) = (r.get(a), r.get(b)) {
-            match seen.iter().find(|(k, _)| k == x) {
-                Some((_, v)) if v != y => return false,
+            let y = y.key();
+            match seen.get(&x.key()) {
+                Some(v) if *v != y => return false,
                 Some(_) => {}
-                None => seen.push((x.clone(), y.clone())),
+                None => {
+                    seen.insert(x.key(), y);
+                }
             }
         }
     }
@@ -398,14 +404,14 @@ impl Layout {
         }
         // No series may hold two rows at one x: that would be a parameter this layout missed.
         for (key, rows) in &panels {
-            let mut seen: Vec<(&str, Option<&Param>)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
             for &i in rows {
                 let r = &t.rows[i];
                 if r.is_limit() && x.as_ref().is_some_and(|xk| r.get(xk).is_none()) {
                     continue;
                 }
                 let at = (r.imp.as_str(), x.as_ref().and_then(|k| r.get(k)));
-                if seen.contains(&at) {
+                if !seen.insert((at.0, at.1.map(Param::key))) {
                     let wher: Vec<String> = panel_keys
                         .iter()
                         .zip(key)
@@ -421,7 +427,6 @@ impl Layout {
                         if wher.is_empty() { "the same place".into() } else { wher.join(", ") }
                     )));
                 }
-                seen.push(at);
             }
         }
         let mut series: Vec<String> = Vec::new();
@@ -587,7 +592,8 @@ fn y_range(vals: &[f64]) -> (f64, f64, bool) {
     if !(lo.is_finite() && hi.is_finite()) {
         return (0.0, 1.0, false);
     }
-    if lo > 0.0 && hi / lo >= 100.0 {
+    // From a factor of 30 on, the small values would be a flat line at the bottom.
+    if lo > 0.0 && hi / lo >= 30.0 {
         let (a, b) = (lo.log10(), hi.log10());
         let pad = (b - a) * 0.06;
         return (a - pad, b + pad, true);
@@ -624,12 +630,15 @@ impl Figure for ReportFigure {
                 style::dashed(&legend, &[(8, y), (34, y)], LIMIT.stroke_width(2))
                     .map_err(Error::drawing)?;
             } else {
-                legend
-                    .draw(&PathElement::new(
-                        vec![(6, y), (36, y)],
-                        look.rgb().stroke_width(2),
-                    ))
-                    .map_err(Error::drawing)?;
+                // A line sample only where the series are drawn as lines (numbers on x).
+                if matches!(lay.axis, Axis::Num { .. }) {
+                    legend
+                        .draw(&PathElement::new(
+                            vec![(6, y), (36, y)],
+                            look.rgb().stroke_width(2),
+                        ))
+                        .map_err(Error::drawing)?;
+                }
                 style::mark(&legend, (21, y), *look, 5).map_err(Error::drawing)?;
             }
             legend
@@ -701,14 +710,20 @@ impl Figure for ReportFigure {
                 tick(v)
             }
         };
-        let y_fmt = |v: &f64| tick(if ylog { 10f64.powf(*v) } else { *v });
+        let y_fmt = |v: &f64| {
+            if ylog && (v - v.round()).abs() > 1e-6 {
+                // Decades only: 10^1.5 would read as 31.62.
+                return String::new();
+            }
+            tick(if ylog { 10f64.powf(*v) } else { *v })
+        };
         let x_labels = match &lay.axis {
             Axis::Names(n) => n.len() + 1,
             Axis::Num { log: true } => ((x1 - x0).ceil() as usize + 1).clamp(2, 10),
             Axis::Num { log: false } => 8,
         };
         let y_labels = if ylog {
-            ((y1 - y0).ceil() as usize + 1).clamp(2, 10)
+            ((y1 - y0).ceil() as usize + 2).clamp(3, 12)
         } else {
             8
         };
