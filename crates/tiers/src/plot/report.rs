@@ -510,7 +510,7 @@ impl ReportFigure {
             "threads" => "threads (count)".to_string(),
             "ranks" => "ranks (count)".to_string(),
             "producers" => "producers (threads)".to_string(),
-            "size" => "problem size (N)".to_string(),
+            "size" => "size (as the benchmark counts it)".to_string(),
             other => other.to_string(),
         };
         match self.layout.axis {
