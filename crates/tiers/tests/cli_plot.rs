@@ -166,6 +166,42 @@ fn render_traces_its_tiles_and_model_draws_its_fits() {
     ]);
     assert!(!ok && err.contains("--trace"), "{err}");
 
+    // The clustering's annealing trace, from a small matrix of two groups.
+    let mut csv = String::new();
+    for i in 0..12 {
+        let row: Vec<String> = (0..12)
+            .map(|j| {
+                let same = (i < 6) == (j < 6);
+                let v = if i == j {
+                    0.0
+                } else if same {
+                    0.1 + 0.01 * ((i + j) % 3) as f64
+                } else {
+                    0.9
+                };
+                format!("{v}")
+            })
+            .collect();
+        csv.push_str(&row.join(","));
+        csv.push('\n');
+    }
+    let m = d.write("d.csv", &csv);
+    let trace = d.path("a.svg");
+    let (ok, err) = tiers(&[
+        "cluster",
+        &m,
+        "--max-clusters",
+        "3",
+        "--out",
+        &d.path("c.txt"),
+        "--quiet",
+        "--plot",
+        &trace,
+    ]);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("clusters (count)") && text.contains("temperature T"));
+
     let runs = d.write(
         "runs.json",
         r#"{"runs": [

@@ -206,6 +206,10 @@ pub struct ClusterArgs {
     /// No progress on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Also draw the annealing trace: clusters and membership uncertainty against the
+    /// temperature, splits marked (.svg or .png).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 /// `tiers render`.
@@ -511,8 +515,13 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
         d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
     }
     let p = pool(a.threads)?;
-    let r = da_pwc(&p, &d, &opts, cluster_event(a.quiet));
-    cluster_report(a, &r, reference.as_deref(), 1, d.n)
+    let (mut log, mut trace) = (cluster_event(a.quiet), Vec::new());
+    let r = da_pwc(&p, &d, &opts, |e| {
+        log(e);
+        trace.push(e.clone());
+    });
+    cluster_report(a, &r, reference.as_deref(), 1, d.n)?;
+    plot_anneal(a, &trace, d.n)
 }
 
 /// `tiers cluster` as one rank of a job: this rank's rows of the matrix (read by offset), the
@@ -536,12 +545,17 @@ fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOpt
     };
     let delta = tiers_apps::clustering::RankRows::new(w, block, opts.max_clusters + 2)?;
     let p = pool(a.threads)?;
-    let r = da_pwc(&p, &delta, &opts, cluster_event(a.quiet || !root));
+    let (mut log, mut trace) = (cluster_event(a.quiet || !root), Vec::new());
+    let r = da_pwc(&p, &delta, &opts, |e| {
+        log(e);
+        trace.push(e.clone());
+    });
     delta.finish()?;
     if !root {
         return Ok(());
     }
-    cluster_report(a, &r, reference.as_deref(), w.size(), n)
+    cluster_report(a, &r, reference.as_deref(), w.size(), n)?;
+    plot_anneal(a, &trace, n)
 }
 
 /// Reads and validates a distance matrix, averaging asymmetric pairs when asked.
@@ -561,6 +575,22 @@ fn read_matrix(
         );
     }
     Ok(d)
+}
+
+/// `tiers cluster --plot`: the annealing trace.
+fn plot_anneal(a: &ClusterArgs, trace: &[Event], n: usize) -> Res {
+    let Some(pp) = &a.plot else {
+        return Ok(());
+    };
+    let fig = plot::anneal::Anneal::new(
+        format!(
+            "Deterministic annealing of {n} points (max {} clusters{})",
+            a.max_clusters,
+            if a.spidal { ", SPIDAL's procedure" } else { "" }
+        ),
+        trace,
+    )?;
+    plot::write(pp, &fig, plot::Size::default())
 }
 
 /// Reads a cluster file of exactly `n` points.
@@ -822,6 +852,7 @@ pub fn run(cmd: AppCommand) -> Res {
             let mut ins = vec![a.input.as_path()];
             ins.extend(a.reference.as_deref());
             let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", LABELS))
+                .chain(a.plot.as_ref().map(|p| out(p, "--plot", PLOT)))
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;

@@ -377,3 +377,46 @@ fn the_gantt_has_one_bar_per_tile() {
     assert_eq!(bars, 12);
     assert!(Gantt::new("x".into(), Vec::new(), 2, 2).is_err());
 }
+
+#[test]
+fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
+    use super::anneal::Anneal;
+    use tiers_apps::clustering::Event;
+    let mut ev = Vec::new();
+    let mut k = 1;
+    for i in 0..8 {
+        let t = 0.1 * 0.9f64.powi(i);
+        if i % 3 == 2 {
+            ev.push(Event::Split {
+                t,
+                cluster: 0,
+                lambda: 1.0,
+            });
+            k += 1;
+        }
+        ev.push(Event::Temperature {
+            t,
+            k,
+            em: 5,
+            uncertainty: 0.01 * f64::from(i + 1),
+        });
+    }
+    let fig = Anneal::new("annealing".into(), &ev).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert_eq!(
+        t.iter().filter(|l| l.starts_with("temperature T")).count(),
+        2
+    );
+    assert!(t.iter().any(|l| l == "clusters (count)"));
+    assert!(t.iter().any(|l| l.starts_with("membership uncertainty")));
+    // Eight temperatures in each panel.
+    assert_eq!(marks(&s, style::Look::of_slot(0).rgb()), 16);
+    let doc = roxmltree::Document::parse(&s).unwrap();
+    let rings = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("none"))
+        .count();
+    assert_eq!(rings, 2);
+    assert!(Anneal::new("x".into(), &[]).is_err());
+}

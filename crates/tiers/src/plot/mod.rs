@@ -9,7 +9,9 @@
 //! - [`scatter`]: MDS points on their two principal axes, coloured by cluster.
 //! - [`model`]: the overhead model's efficiency and overhead with their fits.
 //! - [`gantt`]: which worker rendered which tile when.
+//! - [`anneal`]: the clustering's annealing trace (clusters and uncertainty against T).
 
+pub mod anneal;
 #[cfg(test)]
 mod figures_test;
 pub mod gantt;
