@@ -420,3 +420,22 @@ fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
     assert_eq!(rings, 2);
     assert!(Anneal::new("x".into(), &[]).is_err());
 }
+
+#[test]
+fn a_redblack_report_puts_its_parts_on_x_with_the_limit_per_part() {
+    let mut rows = Vec::new();
+    for (part, base) in [("total", 10.0), ("wait", 2.0), ("comp", 8.0)] {
+        for (v, f) in [("overlap", 1.0), ("blocking", 1.3)] {
+            rows.push(json!({"impl": v, "ranks": 2, "threads": 2, "n": 64, "part": part, "value": base * f}));
+        }
+        rows.push(json!({"impl": "limit", "ranks": 2, "threads": 2, "n": 64, "part": part, "measured": "no exchange", "value": base * 0.8}));
+    }
+    let doc = report("ms/iter", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().x(), Some("part"));
+    let s = check(&doc, "part", "ms/iter");
+    let t = texts(&s);
+    for p in ["total", "wait", "comp"] {
+        assert!(t.iter().any(|l| l == p), "no category {p}");
+    }
+}
