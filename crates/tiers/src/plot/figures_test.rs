@@ -301,6 +301,13 @@ fn the_scatter_has_its_axes_clusters_and_one_mark_per_point() {
         assert_eq!(marks(&s, cluster_look(k).rgb()), 2 * (15 + 1));
     }
     assert!(Scatter::new(&[], 3, String::new()).is_err());
+    let mut bad = pts.clone();
+    bad[4] = f64::NAN;
+    let e = Scatter::new(&bad, 3, String::new())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("point 1") && e.contains("NaN"), "{e}");
     assert!(Scatter::new(&pts, 3, String::new())
         .unwrap()
         .colour_by("x", vec![0; 3])

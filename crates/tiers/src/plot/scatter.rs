@@ -31,6 +31,13 @@ impl Scatter {
                 points.len()
             )));
         }
+        if let Some(i) = points.iter().position(|v| !v.is_finite()) {
+            return Err(Error(format!(
+                "point {} has a coordinate that is not a finite number ({}); nothing drawn",
+                i / d,
+                points[i]
+            )));
+        }
         Ok(Scatter {
             title,
             xy: tiers_apps::projection::principal_axes(points, d),
