@@ -106,6 +106,27 @@ pub struct Image {
     pub busy: Vec<f64>,
     /// Wall seconds.
     pub seconds: f64,
+    /// When each tile this rank drew was drawn and by which of its workers, in tile order:
+    /// the schedule made visible (static runs against dynamic claims).
+    pub tiles: Vec<TileSpan>,
+}
+
+/// One tile's drawing: which worker, from when to when (seconds since the render started).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TileSpan {
+    /// Tile index (row-major over the tiles).
+    pub tile: usize,
+    /// Worker of this rank's pool that drew it.
+    pub worker: usize,
+    /// Start, seconds after the render began.
+    pub start: f64,
+    /// End, seconds after the render began.
+    pub end: f64,
+}
+
+/// The spans that were recorded, in tile order.
+fn spans(cells: &[OnceLock<TileSpan>]) -> Vec<TileSpan> {
+    cells.iter().filter_map(|c| c.get().copied()).collect()
 }
 
 impl Image {
@@ -168,11 +189,19 @@ pub fn render(pool: &Pool, spec: &RenderSpec, schedule: TileSchedule) -> Image {
     let done: Vec<OnceLock<Vec<u8>>> = (0..ntiles).map(|_| OnceLock::new()).collect();
     let busy: Vec<OnceLock<f64>> = (0..pool.threads()).map(|_| OnceLock::new()).collect();
     let next = AtomicUsize::new(0);
+    let timed: Vec<OnceLock<TileSpan>> = (0..ntiles).map(|_| OnceLock::new()).collect();
     let t0 = Instant::now();
     pool.spmd(|w| {
         let start = Instant::now();
         let mut claim = |t: usize| {
+            let from = t0.elapsed().as_secs_f64();
             let _ = done[t].set(render_tile(spec, t));
+            let _ = timed[t].set(TileSpan {
+                tile: t,
+                worker: w.index(),
+                start: from,
+                end: t0.elapsed().as_secs_f64(),
+            });
         };
         match schedule {
             TileSchedule::Static => partition(ntiles, w.count(), w.index()).for_each(&mut claim),
@@ -207,6 +236,7 @@ pub fn render(pool: &Pool, spec: &RenderSpec, schedule: TileSchedule) -> Image {
             .map(|b| b.get().copied().unwrap_or(0.0))
             .collect(),
         seconds,
+        tiles: spans(&timed),
     }
 }
 
@@ -241,6 +271,7 @@ pub fn render_ranks(
     let workers = world.size() * threads;
     let busy: Vec<OnceLock<f64>> = (0..threads).map(|_| OnceLock::new()).collect();
     let failed: OnceLock<tiers_cluster::Error> = OnceLock::new();
+    let timed: Vec<OnceLock<TileSpan>> = (0..ntiles).map(|_| OnceLock::new()).collect();
     world.barrier(Timeout::Block)?;
     let t0 = Instant::now();
     pool.spmd(|w| {
@@ -253,7 +284,14 @@ pub fn render_ranks(
             }
         };
         let mut draw = |t: usize| -> tiers_cluster::Result<()> {
+            let from = t0.elapsed().as_secs_f64();
             let tile = render_tile(spec, t);
+            let _ = timed[t].set(TileSpan {
+                tile: t,
+                worker: w.index(),
+                start: from,
+                end: t0.elapsed().as_secs_f64(),
+            });
             let (tx, ty) = (t % tiles_x, t / tiles_x);
             let x0 = tx * spec.tile;
             let w = (x0 + spec.tile).min(spec.width) - x0;
@@ -312,6 +350,7 @@ pub fn render_ranks(
                 .map(|b| b.get().copied().unwrap_or(0.0))
                 .collect(),
             seconds,
+            tiles: spans(&timed),
         })
     });
     drop((counter, image));
@@ -373,5 +412,45 @@ mod tests {
             &one.rgb[(y * 203 + x) * 3..(y * 203 + x) * 3 + 3],
             &pixel(&spec, x, y)
         );
+    }
+}
+
+#[cfg(test)]
+mod span_tests {
+    use super::*;
+
+    #[test]
+    fn every_tile_has_its_span_and_static_runs_are_contiguous() {
+        let spec = RenderSpec {
+            width: 70,
+            height: 50,
+            tile: 16,
+            max_iter: 50,
+            ..Default::default()
+        };
+        let ntiles = 5 * 4;
+        let p2 = Pool::builder().threads(2).build().unwrap();
+        for schedule in [TileSchedule::Static, TileSchedule::Dynamic] {
+            let img = render(&p2, &spec, schedule);
+            assert_eq!(img.tiles.len(), ntiles);
+            for (t, s) in img.tiles.iter().enumerate() {
+                assert_eq!(s.tile, t);
+                assert!(s.worker < 2 && s.start <= s.end && s.end <= img.seconds);
+            }
+            if schedule == TileSchedule::Static {
+                // Worker k draws the k-th contiguous run of tiles.
+                let workers: Vec<usize> = img.tiles.iter().map(|s| s.worker).collect();
+                assert!(workers.windows(2).all(|w| w[0] <= w[1]), "{workers:?}");
+            }
+        }
+        let imgs = tiers_cluster::run_local(2, |w| {
+            let pool = Pool::builder().threads(2).build().unwrap();
+            render_ranks(w, &pool, &spec, TileSchedule::Dynamic).unwrap()
+        })
+        .unwrap();
+        let rank0 = imgs[0].as_ref().unwrap();
+        // Rank 0 knows the spans of the tiles its own workers drew.
+        assert!(rank0.tiles.len() <= ntiles);
+        assert!(rank0.tiles.iter().all(|s| s.worker < 2));
     }
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod cmd;
-mod draw;
+mod plot;
 mod runs;
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The application commands: `tiers data`, `distances`, `mds`, `cluster`, `render`, `model`.
 
 use super::outputs::{self, Output};
-use crate::draw;
+use crate::plot;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -211,6 +211,10 @@ pub struct ClusterArgs {
     /// No progress on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Also draw the annealing trace: clusters and membership uncertainty against the
+    /// temperature, splits marked (.svg or .png).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 /// `tiers render`.
@@ -240,6 +244,9 @@ pub struct RenderArgs {
     /// Append this run's time to a runs file for `tiers model`.
     #[arg(long)]
     runs: Option<PathBuf>,
+    /// Also draw which worker rendered which tile when, as a Gantt chart (.svg or .png).
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 /// `tiers model`.
@@ -247,7 +254,7 @@ pub struct RenderArgs {
 pub struct ModelArgs {
     /// Runs file (`{"runs": [{"app", "threads", "nodes", "size", "seconds"}]}`).
     runs: PathBuf,
-    /// Plot measured and modelled overhead (SVG).
+    /// Plot efficiency and overhead against p/N and p with the fits (.svg or .png).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Factors to fit, comma-separated: p, p/N, nodes, p^2 (each alone and each pair: seed
@@ -340,14 +347,7 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
         println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
     }
     if let Some(pp) = &a.plot {
-        let labels = labels.unwrap_or_else(|| vec![0; d.n]);
-        draw::write(
-            pp,
-            &r.points,
-            a.dims,
-            &labels,
-            &format!("SMACOF MDS of {} points", d.n),
-        )?;
+        plot_points(pp, &r.points, a.dims, labels, last.normalized)?;
     }
     record(
         &a.runs,
@@ -434,14 +434,7 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
         );
     }
     if let Some(pp) = &a.plot {
-        let labels = labels.unwrap_or_else(|| vec![0; n]);
-        draw::write(
-            pp,
-            &r.points,
-            a.dims,
-            &labels,
-            &format!("SMACOF MDS of {n} points"),
-        )?;
+        plot_points(pp, &r.points, a.dims, labels, last.normalized)?;
     }
     record_ranks(
         &a.runs,
@@ -528,8 +521,13 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
         d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
     }
     let p = pool(a.threads)?;
-    let r = da_pwc(&p, &d, &opts, cluster_event(a.quiet));
-    cluster_report(a, &r, reference.as_deref(), 1, d.n)
+    let (mut log, mut trace) = (cluster_event(a.quiet), Vec::new());
+    let r = da_pwc(&p, &d, &opts, |e| {
+        log(e);
+        trace.push(e.clone());
+    });
+    cluster_report(a, &r, reference.as_deref(), 1, d.n)?;
+    plot_anneal(a, &trace, d.n)
 }
 
 /// `tiers cluster` as one rank of a job: this rank's rows of the matrix (read by offset), the
@@ -553,12 +551,17 @@ fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOpt
     };
     let delta = tiers_apps::clustering::RankRows::new(w, block, opts.max_clusters + 2)?;
     let p = pool(a.threads)?;
-    let r = da_pwc(&p, &delta, &opts, cluster_event(a.quiet || !root));
+    let (mut log, mut trace) = (cluster_event(a.quiet || !root), Vec::new());
+    let r = da_pwc(&p, &delta, &opts, |e| {
+        log(e);
+        trace.push(e.clone());
+    });
     delta.finish()?;
     if !root {
         return Ok(());
     }
-    cluster_report(a, &r, reference.as_deref(), w.size(), n)
+    cluster_report(a, &r, reference.as_deref(), w.size(), n)?;
+    plot_anneal(a, &trace, n)
 }
 
 /// Reads and validates a distance matrix, averaging asymmetric pairs when asked.
@@ -580,6 +583,22 @@ fn read_matrix(
     Ok(d)
 }
 
+/// `tiers cluster --plot`: the annealing trace.
+fn plot_anneal(a: &ClusterArgs, trace: &[Event], n: usize) -> Res {
+    let Some(pp) = &a.plot else {
+        return Ok(());
+    };
+    let fig = plot::anneal::Anneal::new(
+        format!(
+            "Deterministic annealing of {n} points (max {} clusters{})",
+            a.max_clusters,
+            if a.spidal { ", SPIDAL's procedure" } else { "" }
+        ),
+        trace,
+    )?;
+    plot::write(pp, &fig, plot::Size::default())
+}
+
 /// Reads a cluster file of exactly `n` points.
 fn read_labels(path: &Path, n: usize) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
     let l = tiers_apps::clustering::parse_labels(&read_text(path)?, &path.display().to_string())?;
@@ -592,6 +611,30 @@ fn read_labels(path: &Path, n: usize) -> Result<Vec<usize>, Box<dyn std::error::
         .into());
     }
     Ok(l)
+}
+
+/// The MDS scatter of `tiers mds --plot`: N, dimensions and stress in the title, coloured by
+/// the `--labels` clusters when given.
+fn plot_points(
+    path: &Path,
+    points: &[f64],
+    dims: usize,
+    labels: Option<Vec<usize>>,
+    stress: f64,
+) -> Res {
+    let n = points.len() / dims.max(1);
+    let mut fig = plot::scatter::Scatter::new(
+        points,
+        dims,
+        format!("SMACOF MDS of {n} points in {dims} dimensions, normalised stress {stress:.4}"),
+    )?;
+    if let Some(l) = labels {
+        fig = fig.colour_by("the --labels clusters", l)?;
+    }
+    fig.caption.push(format!(
+        "the {dims}-D points seen along their two principal axes"
+    ));
+    plot::write(path, &fig, plot::Size::new(1000, 760)?)
 }
 
 fn read_text(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
@@ -816,6 +859,7 @@ pub fn run(cmd: AppCommand) -> Res {
             let mut ins = vec![a.input.as_path()];
             ins.extend(a.reference.as_deref());
             let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", LABELS))
+                .chain(a.plot.as_ref().map(|p| out(p, "--plot", PLOT)))
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
@@ -842,6 +886,7 @@ pub fn run(cmd: AppCommand) -> Res {
             };
             spec.validate()?;
             let outs: Vec<Output<'_>> = std::iter::once(out(&a.out, "--out", &["png"]))
+                .chain(a.trace.as_ref().map(|t| out(t, "--trace", PLOT)))
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&[], &outs)?;
@@ -864,8 +909,23 @@ pub fn run(cmd: AppCommand) -> Res {
             };
             tiers_apps::files::write_atomic(
                 &a.out,
-                &draw::encode_png(img.width, img.height, &img.rgb)?,
+                &plot::encode_png(img.width, img.height, &img.rgb)?,
             )?;
+            if let Some(tp) = &a.trace {
+                let fig = plot::gantt::Gantt::new(
+                    format!(
+                        "render {}x{}, {:?} schedule: tiles by worker and time{}",
+                        a.width,
+                        a.height,
+                        schedule,
+                        if ranks > 1 { " (rank 0's workers)" } else { "" }
+                    ),
+                    img.tiles.clone(),
+                    a.threads,
+                    a.width.div_ceil(a.tiles),
+                )?;
+                plot::write(tp, &fig, plot::Size::default())?;
+            }
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
             eprintln!("rendered {}x{} in {:.3} s ({:?}, {ranks} ranks x {} threads, busy per worker of rank 0 [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
             record_ranks(
@@ -880,7 +940,7 @@ pub fn run(cmd: AppCommand) -> Res {
         AppCommand::Model(a) => {
             let factors = model::parse_factors(&a.factors)?;
             if let Some(pp) = &a.plot {
-                outputs::check(&[&a.runs], &[out(pp, "--plot", &["svg"])])?;
+                outputs::check(&[&a.runs], &[out(pp, "--plot", PLOT)])?;
             }
             let runs = crate::runs::read(&a.runs)?;
             let pts = model::analyse(&runs.runs);
@@ -902,11 +962,8 @@ pub fn run(cmd: AppCommand) -> Res {
                 print!("{}", model::report(&pts, &fits));
             }
             if let Some(pp) = &a.plot {
-                let best = fits
-                    .iter()
-                    .filter(|f| f.factors.len() == 1 && f.r2.is_finite())
-                    .max_by(|x, y| x.r2.total_cmp(&y.r2));
-                write_text(pp, &draw::overhead_svg(&pts, best))?;
+                let fig = plot::model::ModelFigure::new(pts, fits)?;
+                plot::write(pp, &fig, plot::Size::new(1100, 800)?)?;
             }
             Ok(())
         }

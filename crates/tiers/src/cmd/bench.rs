@@ -20,6 +20,9 @@ pub struct BenchArgs {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also draw the run's figure into this file (.svg or .png).
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -40,6 +43,10 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             args.min_time
         )
         .into());
+    }
+    if let Some(p) = &args.plot {
+        // Before the run: a wrong extension should not cost a whole measurement.
+        crate::plot::Format::of(p)?;
     }
     let Some(b) = bench::find(&args.name) else {
         return Err(format!(
@@ -65,6 +72,12 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     if let Some(report) = (b.run)(&ctx)? {
         report.print(ctx.opts.json);
+        if let Some(p) = &args.plot {
+            let table = crate::plot::report::Table::from_report(&report);
+            let fig = crate::plot::report::ReportFigure::new(table)?;
+            crate::plot::write(p, &fig, crate::plot::Size::default())?;
+            tiers_bench::progress(&ctx.opts, format!("wrote {}", p.display()));
+        }
     }
     Ok(())
 }

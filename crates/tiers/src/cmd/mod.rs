@@ -10,6 +10,7 @@ pub mod bench;
 pub mod gaspi;
 mod outputs;
 pub mod pipeline;
+pub mod plot;
 pub mod redblack;
 mod rows_file;
 pub mod run;
@@ -57,6 +58,8 @@ pub enum Command {
     Gaspi(gaspi::GaspiArgs),
     /// RedBlack3D: red-black Gauss-Seidel on an N³ mesh across the job's ranks, halos exchanged with or without overlap; Total/Wait/Comp per variant.
     Redblack(redblack::RedBlackArgs),
+    /// Draw the figure of a benchmark report (`tiers bench NAME --json`) as SVG or PNG.
+    Plot(plot::PlotArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -71,6 +74,7 @@ impl Command {
             Command::Run(a) => run::run(a),
             Command::Gaspi(a) => gaspi::run(a),
             Command::Redblack(a) => redblack::run(a),
+            Command::Plot(a) => plot::run(a),
             Command::App(c) => apps::run(c),
         }
     }

@@ -6,7 +6,7 @@
 //! clusters against them; with real data (e.g. the 2400 fungal sequences) and SPIDAL's outputs
 //! it reports the agreement with those.
 
-use crate::draw;
+use crate::plot;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -174,16 +174,7 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         a.out.join("points.csv"),
         mds::format_points(&points, 3, true),
     )?;
-    // 5. Plot.
-    draw::write(
-        &a.out.join("mds.png"),
-        &points,
-        3,
-        &labels,
-        "tiers pipeline: MDS coloured by cluster",
-    )?;
-
-    // 6. Agreement.
+    // 5. Agreement.
     let mut summary = json!({
         "sequences": records.len(),
         "ranks": w.size(),
@@ -193,6 +184,8 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         "mds_normalised_stress": stress,
         "seconds": {"distances": t_dist, "cluster": t_clu, "mds": t_mds, "total": t_all.elapsed().as_secs_f64()},
     });
+    // The labels a reader compares the clusters with: the reference's, else the planted ones.
+    let mut reference: Option<(String, Vec<usize>)> = None;
     if let Some(planted) = planted {
         let fam: Vec<usize> = planted.iter().map(|p| p.0).collect();
         let sub: Vec<usize> = planted.iter().map(|p| p.1).collect();
@@ -202,6 +195,13 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         );
         summary["ari_vs_planted_families"] = json!(af);
         summary["ari_vs_planted_subfamilies"] = json!(asub);
+        // Subfamilies numbered apart across families: (family, subfamily) as one label.
+        let nsub = sub.iter().max().map_or(1, |m| m + 1);
+        let planted_labels = fam.iter().zip(&sub).map(|(f, s)| f * nsub + s).collect();
+        reference = Some((
+            format!("the planted subfamilies (ARI {asub:.3})"),
+            planted_labels,
+        ));
         println!(
             "adjusted Rand index against the planted families: {af:.3}, subfamilies: {asub:.3}"
         );
@@ -221,6 +221,7 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         let ari = compare::adjusted_rand_index(&labels, &r);
         summary["ari_vs_reference"] = json!(ari);
         println!("adjusted Rand index against {}: {ari:.3}", p.display());
+        reference = Some((format!("the reference clusters (ARI {ari:.3})"), r));
     }
     if let Some(p) = &a.reference_points {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -242,6 +243,25 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
             fit.disparity
         );
     }
+    // 6. Plot: the clusters found beside the labels they are compared with.
+    let mut fig = plot::scatter::Scatter::new(
+        &points,
+        3,
+        format!(
+            "tiers pipeline: MDS of {} sequences in 3 dimensions, normalised stress {stress:.4}",
+            records.len()
+        ),
+    )?
+    .colour_by(&format!("the {} clusters found", k), labels.clone())?;
+    if let Some((name, labels)) = reference {
+        fig = fig.colour_by(&name, labels)?;
+    }
+    fig.caption.push(format!(
+        "{} distances, deterministic-annealing clustering, SMACOF MDS; the 3-D points seen along their two principal axes",
+        metric.name()
+    ));
+    plot::write(&a.out.join("mds.png"), &fig, plot::Size::new(1400, 720)?)?;
+
     std::fs::write(
         a.out.join("summary.json"),
         serde_json::to_string_pretty(&summary)?,

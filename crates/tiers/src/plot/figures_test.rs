@@ -1,0 +1,448 @@
+//! Every figure kind drawn from small fixed documents and checked as a reader would: the SVG
+//! parses, both axes say what they show and in which unit, each series has its legend entry
+//! and one mark per row, the limit is dashed where there is one; PNGs decode at the size asked.
+
+use super::report::{ReportFigure, Table};
+use super::style;
+use super::{render, Figure, Format, Size};
+use serde_json::{json, Value};
+
+/// The figure as SVG text.
+pub(crate) fn svg<F: Figure>(f: &F) -> String {
+    String::from_utf8(render(f, Format::Svg, Size::default()).unwrap()).unwrap()
+}
+
+/// Every text of the SVG (which also checks that it parses as XML).
+pub(crate) fn texts(svg: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(svg).expect("the SVG parses");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").trim().to_string())
+        .collect()
+}
+
+/// Filled marks (circle, rect, polygon) of colour `hex`.
+pub(crate) fn marks(svg: &str, rgb: plotters::style::RGBColor) -> usize {
+    let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| {
+            ["circle", "rect", "polygon"]
+                .iter()
+                .any(|t| n.has_tag_name(*t))
+        })
+        .filter(|n| {
+            n.attribute("fill") == Some(hex.as_str())
+                || (n.has_tag_name("circle") && n.attribute("stroke") == Some(hex.as_str()))
+        })
+        .count()
+}
+
+/// Line pieces stroked in `rgb`.
+pub(crate) fn strokes(svg: &str, rgb: plotters::style::RGBColor) -> usize {
+    let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("polyline") || n.has_tag_name("line"))
+        .filter(|n| n.attribute("stroke") == Some(hex.as_str()))
+        .count()
+}
+
+fn report(unit: &str, rows: Value) -> Value {
+    json!({
+        "bench": "demo", "unit": unit, "lower_is_better": true,
+        "machine": {"cpu": "Test CPU 9000", "cores": 4, "hostname": "h"},
+        "notes": [], "results": rows,
+    })
+}
+
+fn figure(doc: &Value) -> super::Result<ReportFigure> {
+    ReportFigure::new(Table::from_json(doc)?)
+}
+
+/// Checks the structure of a report figure: labels, legend, marks per series, the limit.
+fn check(doc: &Value, x_word: &str, unit: &str) -> String {
+    let fig = figure(doc).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert!(
+        t.iter().any(|l| l.contains(x_word)),
+        "no x label with {x_word}: {t:?}"
+    );
+    assert!(
+        t.iter()
+            .any(|l| l.contains(&format!("({unit})")) && l.contains("better")),
+        "no y label with ({unit}): {t:?}"
+    );
+    let rows = doc["results"].as_array().unwrap();
+    let series = fig.layout().series().to_vec();
+    let looks = style::looks(&series);
+    for (name, look) in series.iter().zip(&looks) {
+        assert!(t.iter().any(|l| l == name), "no legend entry {name}: {t:?}");
+        if name == "limit" {
+            assert!(strokes(&s, style::LIMIT) > 2, "the limit is not dashed");
+            continue;
+        }
+        let n = rows
+            .iter()
+            .filter(|r| r["impl"] == name.as_str() && r["value"].is_number())
+            .count();
+        // One mark per row, plus the legend's.
+        assert_eq!(marks(&s, look.rgb()), n + 1, "marks of {name}");
+    }
+    assert!(
+        t.iter()
+            .any(|l| l.contains("Test CPU 9000") && l.contains("4 cores")),
+        "no machine caption: {t:?}"
+    );
+    s
+}
+
+fn threads_doc() -> Value {
+    let mut rows = Vec::new();
+    for th in [1, 2, 4, 8] {
+        rows.push(
+            json!({"impl": "tiers-active", "threads": th, "samples": 9, "value": 10.0 * th as f64}),
+        );
+        rows.push(
+            json!({"impl": "openmp", "threads": th, "samples": 9, "value": 30.0 * th as f64}),
+        );
+        rows.push(json!({"impl": "limit", "threads": th, "measured": "round trip", "value": 5.0 * th as f64}));
+    }
+    report("ns", json!(rows))
+}
+
+#[test]
+fn threads_on_x_with_the_limit_dashed() {
+    check(&threads_doc(), "threads", "ns");
+}
+
+#[test]
+fn bytes_on_a_log_axis() {
+    let rows: Vec<Value> = (3..=22)
+        .step_by(3)
+        .flat_map(|p| {
+            let b = 1u64 << p;
+            [
+                json!({"impl": "tiers-shm", "bytes": b, "ranks": 2, "value": (b as f64).sqrt()}),
+                json!({"impl": "memcpy", "bytes": b, "ranks": 2, "value": (b as f64).sqrt() * 2.0}),
+            ]
+        })
+        .collect();
+    let doc = report("GB/s", json!(rows));
+    let s = check(&doc, "bytes", "GB/s");
+    assert!(texts(&s).iter().any(|l| l.contains("log scale")));
+    assert!(
+        texts(&s).iter().any(|l| l.contains("ranks = 2")),
+        "the fixed parameter is in the title"
+    );
+}
+
+#[test]
+fn names_on_x_and_a_limit_per_panel() {
+    let doc = report(
+        "ns",
+        json!([
+            {"impl": "mpi", "op": "barrier", "ranks": 2, "algorithm": "MPI_Barrier", "value": 2000.0},
+            {"impl": "tiers-shm", "op": "barrier", "ranks": 2, "algorithm": "shm", "value": 600.0},
+            {"impl": "mpi", "op": "allreduce", "ranks": 2, "algorithm": "MPI_Allreduce", "value": 2100.0},
+            {"impl": "tiers-shm", "op": "allreduce", "ranks": 2, "algorithm": "shm", "value": 1200.0},
+            {"impl": "limit", "ranks": 2, "measured": "round trip", "value": 100.0},
+        ]),
+    );
+    let s = check(&doc, "op", "ns");
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l == "barrier") && t.iter().any(|l| l == "allreduce"));
+}
+
+#[test]
+fn a_second_parameter_makes_panels_not_a_mixed_series() {
+    let mut rows = Vec::new();
+    for size in [2000, 4499] {
+        for th in [1, 2] {
+            rows.push(json!({"impl": "tiers", "size": size, "threads": th, "efficiency": 0.9, "value": size as f64 / th as f64}));
+        }
+        rows.push(json!({"impl": "scikit-learn", "size": size, "threads": 1, "stress": 1.5, "value": size as f64 * 10.0}));
+    }
+    let doc = report("s/iteration", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().x(), Some("threads"));
+    assert_eq!(fig.layout().panels(), 2);
+    let s = check(&doc, "threads", "s/iteration");
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l == "size = 2000") && t.iter().any(|l| l == "size = 4499"));
+}
+
+#[test]
+fn one_row_draws_one_mark() {
+    let doc = report("ns", json!([{"impl": "tiers", "threads": 1, "value": 3.0}]));
+    check(&doc, "threads", "ns");
+}
+
+#[test]
+fn empty_unknown_and_all_nan_reports_say_why() {
+    let e = figure(&report("ns", json!([]))).err().unwrap().to_string();
+    assert!(e.contains("no results"), "{e}");
+    let e = figure(&json!({"runs": []})).err().unwrap().to_string();
+    assert!(e.contains("no \"results\"") && e.contains("runs"), "{e}");
+    let e = figure(&json!([1, 2])).err().unwrap().to_string();
+    assert!(e.contains("not a JSON object"), "{e}");
+    let e = figure(&report("ns", json!([{"impl": "a", "threads": 1}])))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("no numeric \"value\""), "{e}");
+    let e = figure(&report("ns", json!([{"threads": 1, "value": 1.0}])))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("\"impl\""), "{e}");
+    let e = figure(&report(
+        "ns",
+        json!([{"impl": "a", "threads": 1, "value": null}]),
+    ))
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("no finite value"), "{e}");
+}
+
+#[test]
+fn nan_rows_are_left_out_and_counted() {
+    let doc = report(
+        "ns",
+        json!([
+            {"impl": "a", "threads": 1, "value": 1.0},
+            {"impl": "a", "threads": 2, "value": null},
+            {"impl": "a", "threads": 4, "value": 3.0},
+        ]),
+    );
+    let s = check(&doc, "threads", "ns");
+    assert!(texts(&s)
+        .iter()
+        .any(|l| l.contains("1 of 3 rows have no finite value")));
+}
+
+#[test]
+fn a_large_report_draws() {
+    let rows: Vec<Value> = (1..=10_000)
+        .map(|i| json!({"impl": if i % 2 == 0 { "tiers" } else { "std" }, "threads": (i + 1) / 2, "value": (i as f64).sqrt()}))
+        .collect();
+    let doc = report("ns", json!(rows));
+    let fig = figure(&doc).unwrap();
+    let png = render(&fig, Format::Png, Size::new(800, 500).unwrap()).unwrap();
+    assert_eq!(png_size(&png), (800, 500));
+    check(&doc, "threads", "ns");
+}
+
+/// Width and height of a PNG, by decoding it.
+pub(crate) fn png_size(bytes: &[u8]) -> (u32, u32) {
+    let mut r = png::Decoder::new(std::io::Cursor::new(bytes))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; r.output_buffer_size()];
+    let info = r.next_frame(&mut buf).expect("a frame");
+    (info.width, info.height)
+}
+
+#[test]
+fn pngs_decode_at_the_size_asked() {
+    let fig = figure(&threads_doc()).unwrap();
+    for (w, h) in [(640, 400), (1200, 900)] {
+        let png = render(&fig, Format::Png, Size::new(w, h).unwrap()).unwrap();
+        assert_eq!(png_size(&png), (w, h));
+    }
+}
+
+#[test]
+fn the_scatter_has_its_axes_clusters_and_one_mark_per_point() {
+    use super::scatter::{cluster_look, Scatter};
+    // Two clusters of 3-D points, the reference labelling them with other numbers.
+    let mut pts = Vec::new();
+    let mut found = Vec::new();
+    for i in 0..30 {
+        let c = i % 2;
+        pts.extend([
+            c as f64 * 10.0 + (i as f64 * 0.37).sin(),
+            (i as f64).cos(),
+            0.1 * i as f64,
+        ]);
+        found.push(c);
+    }
+    let reference: Vec<usize> = found.iter().map(|c| 7 - c).collect();
+    let fig = Scatter::new(
+        &pts,
+        3,
+        "MDS of 30 points in 3 dimensions, normalised stress 0.01".into(),
+    )
+    .unwrap()
+    .colour_by("clusters found", found)
+    .unwrap()
+    .colour_by("reference", reference)
+    .unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert!(t.iter().filter(|l| l.contains("principal axis 1")).count() == 2);
+    assert!(t.iter().filter(|l| l.contains("principal axis 2")).count() == 2);
+    assert!(t
+        .iter()
+        .any(|l| l.contains("30 points") && l.contains("stress")));
+    for l in [
+        "0: 15 points",
+        "1: 15 points",
+        "6: 15 points",
+        "7: 15 points",
+    ] {
+        assert!(t.iter().any(|x| x == l), "no legend entry {l}: {t:?}");
+    }
+    // Agreeing labellings share colours: each colour marks 15 points in each panel, plus a
+    // legend entry in each.
+    for k in 0..2 {
+        assert_eq!(marks(&s, cluster_look(k).rgb()), 2 * (15 + 1));
+    }
+    assert!(Scatter::new(&[], 3, String::new()).is_err());
+    let mut bad = pts.clone();
+    bad[4] = f64::NAN;
+    let e = Scatter::new(&bad, 3, String::new())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("point 1") && e.contains("NaN"), "{e}");
+    assert!(Scatter::new(&pts, 3, String::new())
+        .unwrap()
+        .colour_by("x", vec![0; 3])
+        .is_err());
+    let png = render(&fig, Format::Png, Size::new(900, 500).unwrap()).unwrap();
+    assert_eq!(png_size(&png), (900, 500));
+}
+
+#[test]
+fn the_model_figure_has_its_panels_series_and_fits() {
+    use super::model::ModelFigure;
+    use tiers_apps::model::{analyse, fits_of, Factor, Run};
+    let mut runs = Vec::new();
+    for size in [1000, 4000] {
+        for p in [1, 2, 4] {
+            runs.push(Run {
+                app: "mds".into(),
+                threads: p,
+                nodes: 1,
+                size,
+                seconds: (1.0 + 20.0 * (p - 1) as f64 / size as f64) / p as f64,
+            });
+        }
+    }
+    let pts = analyse(&runs);
+    let fit_pts: Vec<_> = pts.iter().filter(|p| p.p > 1).cloned().collect();
+    let fits = fits_of(&fit_pts, &[Factor::P, Factor::PPerN]);
+    let fig = ModelFigure::new(pts.clone(), fits).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    for want in [
+        "efficiency ε (fraction)",
+        "overhead f (fraction)",
+        "p/N (inverse grain size, 1/points)",
+        "parallelism p (threads × nodes)",
+    ] {
+        assert!(
+            t.iter().any(|l| l.starts_with(want)),
+            "no label {want}: {t:?}"
+        );
+    }
+    let series = ["mds N=1000", "mds N=4000"];
+    let looks: Vec<style::Look> = (0..2).map(style::Look::of_slot).collect();
+    for (name, look) in series.iter().zip(&looks) {
+        assert!(t.iter().any(|l| l == name), "no legend entry {name}");
+        // Three runs, each in three panels, and the legend's mark.
+        assert_eq!(marks(&s, look.rgb()), 3 * 3 + 1, "{name}");
+    }
+    assert!(t
+        .iter()
+        .any(|l| l.starts_with("f = ") && l.contains("·p/N") && l.contains("R²")));
+    assert!(t.iter().any(|l| l.starts_with("f = ") && l.contains("·p,")));
+    assert!(ModelFigure::new(Vec::new(), Vec::new()).is_err());
+}
+
+#[test]
+fn the_gantt_has_one_bar_per_tile() {
+    use super::gantt::Gantt;
+    use tiers_apps::render::TileSpan;
+    let spans: Vec<TileSpan> = (0..12)
+        .map(|t| TileSpan {
+            tile: t,
+            worker: t % 3,
+            start: (t / 3) as f64 * 0.01,
+            end: (t / 3) as f64 * 0.01 + 0.009,
+        })
+        .collect();
+    let fig = Gantt::new("render".into(), spans, 3, 4).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l == "time since the render started (ms)"));
+    assert!(t.iter().any(|l| l == "worker (thread index)"));
+    let bars: usize = (0..3).map(|row| marks(&s, style::PALETTE[row])).sum();
+    assert_eq!(bars, 12);
+    assert!(Gantt::new("x".into(), Vec::new(), 2, 2).is_err());
+}
+
+#[test]
+fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
+    use super::anneal::Anneal;
+    use tiers_apps::clustering::Event;
+    let mut ev = Vec::new();
+    let mut k = 1;
+    for i in 0..8 {
+        let t = 0.1 * 0.9f64.powi(i);
+        if i % 3 == 2 {
+            ev.push(Event::Split {
+                t,
+                cluster: 0,
+                lambda: 1.0,
+            });
+            k += 1;
+        }
+        ev.push(Event::Temperature {
+            t,
+            k,
+            em: 5,
+            uncertainty: 0.01 * f64::from(i + 1),
+        });
+    }
+    let fig = Anneal::new("annealing".into(), &ev).unwrap();
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert_eq!(
+        t.iter().filter(|l| l.starts_with("temperature T")).count(),
+        2
+    );
+    assert!(t.iter().any(|l| l == "clusters (count)"));
+    assert!(t.iter().any(|l| l.starts_with("membership uncertainty")));
+    // Eight temperatures in each panel.
+    assert_eq!(marks(&s, style::Look::of_slot(0).rgb()), 16);
+    let doc = roxmltree::Document::parse(&s).unwrap();
+    let rings = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("none"))
+        .count();
+    assert_eq!(rings, 2);
+    assert!(Anneal::new("x".into(), &[]).is_err());
+}
+
+#[test]
+fn a_redblack_report_puts_its_parts_on_x_with_the_limit_per_part() {
+    let mut rows = Vec::new();
+    for (part, base) in [("total", 10.0), ("wait", 2.0), ("comp", 8.0)] {
+        for (v, f) in [("overlap", 1.0), ("blocking", 1.3)] {
+            rows.push(json!({"impl": v, "ranks": 2, "threads": 2, "n": 64, "part": part, "value": base * f}));
+        }
+        rows.push(json!({"impl": "limit", "ranks": 2, "threads": 2, "n": 64, "part": part, "measured": "no exchange", "value": base * 0.8}));
+    }
+    let doc = report("ms/iter", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().x(), Some("part"));
+    let s = check(&doc, "part", "ms/iter");
+    let t = texts(&s);
+    for p in ["total", "wait", "comp"] {
+        assert!(t.iter().any(|l| l == p), "no category {p}");
+    }
+}
