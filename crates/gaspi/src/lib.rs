@@ -11,6 +11,7 @@ mod api;
 mod coll;
 pub mod ctx;
 mod printf;
+mod threads;
 pub mod types;
 
 pub use api::*;
