@@ -137,12 +137,14 @@ impl Ctx {
             }
         };
         output.copy_from_slice(at(members[0]));
-        for &m in &members[1..] {
-            combine(output, at(m))?;
-        }
+        // Every contribution has arrived: the round is over even when the program's
+        // reduction fails, so the next reduction starts afresh.
+        let r = members[1..]
+            .iter()
+            .try_for_each(|&m| combine(output, at(m)));
         s.red_pending = None;
         s.rdone += 1;
-        Ok(())
+        r
     }
 }
 

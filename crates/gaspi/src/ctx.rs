@@ -203,7 +203,11 @@ pub fn initialized() -> bool {
     !CTX.load(Ordering::Acquire).is_null()
 }
 
-fn heap_size() -> usize {
+/// The heap's size: `TIERS_GASPI_HEAP`, else 32 GiB of virtual memory. A one-process job
+/// (the local engine, a program started without a launcher) maps its heap as private
+/// anonymous memory, which the kernel's overcommit heuristic refuses beyond the machine's
+/// memory, so there the default is half the physical memory at most.
+fn heap_size(private: bool) -> usize {
     let parse = |v: &str| -> Option<usize> {
         let v = v.trim();
         let (num, mul) = match v.chars().last()? {
@@ -217,7 +221,23 @@ fn heap_size() -> usize {
     std::env::var("TIERS_GASPI_HEAP")
         .ok()
         .and_then(|v| parse(&v))
-        .unwrap_or(32 << 30)
+        .unwrap_or_else(|| {
+            let default = 32usize << 30;
+            if !private {
+                return default;
+            }
+            // SAFETY: sysconf has no preconditions.
+            let (pages, page) = unsafe {
+                (
+                    libc::sysconf(libc::_SC_PHYS_PAGES),
+                    libc::sysconf(libc::_SC_PAGESIZE),
+                )
+            };
+            match (usize::try_from(pages), usize::try_from(page)) {
+                (Ok(n), Ok(p)) if n > 0 && p > 0 => default.min(n.saturating_mul(p) / 2),
+                _ => default,
+            }
+        })
 }
 
 /// `gaspi_proc_init`: joins the job, creates the heap, starts the kill watcher.
@@ -238,7 +258,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     let n = w.size();
     let rank = w.rank();
     let lay = Layout::new(n);
-    let heap_len = heap_size().max(lay.arena + (64 << 20));
+    let heap_len = heap_size(w.engine_name() == "local").max(lay.arena + (64 << 20));
     let base = w
         .segment_timeout(HEAP, heap_len, tmo(timeout))
         .map_err(err)?
