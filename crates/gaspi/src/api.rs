@@ -609,24 +609,24 @@ api! {
     fn gaspi_passive_send / pgaspi_passive_send(seg: u8, off: u64, rank: u16, size: u64, timeout: u64) {
         let c = ctx()?;
         let r = c.check_rank(rank)?;
-        if size == 0 || size > passive_max(c) {
+        if size == 0 || size > c.passive_max() {
             return Err(GASPI_ERR_INV_COMMSIZE);
         }
         let s = c.seg(seg)?;
         let data = seg_bytes(c, &s, off, size)?;
-        c.w.passive_send(r, data, tmo(timeout)).map_err(err)
+        c.passive_send(r, data, timeout)
     }
     fn gaspi_passive_receive / pgaspi_passive_receive(seg: u8, off: u64, from: *mut u16, size: u64, timeout: u64) {
         let c = ctx()?;
         if from.is_null() {
             return Err(GASPI_ERR_NULLPTR);
         }
-        if size == 0 || size > passive_max(c) {
+        if size == 0 || size > c.passive_max() {
             return Err(GASPI_ERR_INV_COMMSIZE);
         }
         let s = c.seg(seg)?;
         let buf = seg_bytes(c, &s, off, size)?;
-        let (r, _) = c.w.passive_receive(buf, tmo(timeout)).map_err(err)?;
+        let (r, _) = c.passive_receive(buf, timeout)?;
         from.write(r as u16);
         Ok(())
     }
@@ -687,7 +687,7 @@ api! {
     }
     fn gaspi_passive_transfer_size_max / pgaspi_passive_transfer_size_max(n: *mut u64) {
         match ctx() {
-            Ok(c) => out(n, passive_max(c)),
+            Ok(c) => out(n, c.passive_max()),
             Err(_) => out(n, config().passive_transfer_size_max as u64),
         }
     }
@@ -790,10 +790,6 @@ fn gaspi_barrier_inner(c: &Ctx, g: u8, timeout: u64) -> R<()> {
         return c.w.barrier(tmo(timeout)).map_err(err);
     }
     c.group_barrier(g, timeout, false)
-}
-
-fn passive_max(c: &Ctx) -> u64 {
-    (c.cfg.passive_transfer_size_max as u64).min(c.w.passive_max() as u64)
 }
 
 fn atomic_at(c: &Ctx, seg: u8, off: u64, rank: u16) -> R<(usize, usize)> {

@@ -171,6 +171,7 @@ pub struct Ctx {
     pub groups: Vec<Mutex<GroupSlot>>,
     pub start: Instant,
     pub stop: AtomicBool,
+    pub passive: crate::passive::Passive,
 }
 
 // SAFETY: `base` is the heap mapping, alive as long as the world; all shared state is in
@@ -296,6 +297,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
             .collect(),
         start: Instant::now(),
         stop: AtomicBool::new(false),
+        passive: Default::default(),
         w,
     });
     let p = Box::into_raw(c);

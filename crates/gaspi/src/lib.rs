@@ -10,6 +10,7 @@
 mod api;
 mod coll;
 pub mod ctx;
+mod passive;
 mod printf;
 mod threads;
 pub mod types;

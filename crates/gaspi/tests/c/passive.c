@@ -1,6 +1,14 @@
-/* Passive communication: every rank but 0 sends rank 0 a message of its own length and
- * bytes; rank 0 receives them all, then times out on an empty mailbox. */
+/* Passive communication: every rank but 0 sends rank 0 two messages, a short one of its own
+ * length and one of gaspi_passive_transfer_size_max bytes (64 KiB - 1 by default, more than
+ * one frame of the cluster tier's mailbox); rank 0 receives them all in each sender's order,
+ * then times out on an empty mailbox. */
 #include "check.h"
+
+static unsigned char
+byte (gaspi_rank_t from, int msg, gaspi_size_t i)
+{
+  return (unsigned char) (from * 13 + msg * 101 + i + i / 251);
+}
 
 int
 main (void)
@@ -11,29 +19,35 @@ main (void)
   CHECK (gaspi_proc_num (&n));
   gaspi_size_t pmax;
   CHECK (gaspi_passive_transfer_size_max (&pmax));
-  TRUE (pmax >= 4096);
+  TRUE (pmax >= 65535);
   CHECK (gaspi_segment_create (0, 2 * pmax, GASPI_GROUP_ALL, GASPI_BLOCK,
                                GASPI_MEM_INITIALIZED));
   unsigned char *s;
   CHECK (gaspi_segment_ptr (0, (gaspi_pointer_t *) &s));
   if (me == 0) {
     int seen[64] = { 0 };
-    for (int k = 1; k < n; k++) {
+    for (int k = 0; k < 2 * (n - 1); k++) {
       gaspi_rank_t from = n;
       memset (s, 0, pmax);
       CHECK (gaspi_passive_receive (0, 0, &from, pmax, GASPI_BLOCK));
-      TRUE (from > 0 && from < n && !seen[from]);
-      seen[from] = 1;
-      for (gaspi_size_t i = 0; i < 100u * from; i++)
-        TRUE (s[i] == (unsigned char) (from + i));
+      TRUE (from > 0 && from < n && seen[from] < 2);
+      int msg = seen[from]++;
+      gaspi_size_t len = msg == 0 ? 100u * from : pmax;
+      for (gaspi_size_t i = 0; i < len; i++)
+        TRUE (s[i] == byte (from, msg, i));
+      if (len < pmax)
+        TRUE (s[len] == 0);
     }
     gaspi_rank_t from;
     EXPECT (gaspi_passive_receive (0, 0, &from, pmax, 50), GASPI_TIMEOUT);
     EXPECT (gaspi_passive_receive (0, 0, &from, pmax, GASPI_TEST), GASPI_TIMEOUT);
   } else {
-    for (gaspi_size_t i = 0; i < 100u * me; i++)
-      s[pmax + i] = (unsigned char) (me + i);
-    CHECK (gaspi_passive_send (0, pmax, 0, 100 * me, GASPI_BLOCK));
+    for (int msg = 0; msg < 2; msg++) {
+      gaspi_size_t len = msg == 0 ? 100u * me : pmax;
+      for (gaspi_size_t i = 0; i < len; i++)
+        s[pmax + i] = byte (me, msg, i);
+      CHECK (gaspi_passive_send (0, pmax, 0, len, GASPI_BLOCK));
+    }
   }
   EXPECT (gaspi_passive_send (0, 0, 0, pmax + 1, GASPI_BLOCK), GASPI_ERR_INV_COMMSIZE);
   EXPECT (gaspi_passive_send (0, 0, n, 8, GASPI_BLOCK), GASPI_ERR_INV_RANK);
