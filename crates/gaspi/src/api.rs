@@ -3,7 +3,7 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::coll::{combine, type_size};
-use crate::ctx::{self, config, ctx, err, poll, tmo, Ctx, CONFIG, R};
+use crate::ctx::{self, config, ctx, err, tmo, Ctx, CONFIG, R};
 use crate::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
@@ -181,7 +181,7 @@ api! {
         }
         c.w.atomic_compare_swap(ctx::HEAP, 0, r, 0, 1).map_err(err)?;
         // The rank is gone when its process is: wait for that (or the timeout).
-        poll(_timeout, || Ok(c.health(r).is_gone()))
+        c.poll(_timeout, || Ok(c.health(r).is_gone()))
     }
     fn gaspi_proc_ping / pgaspi_proc_ping(rank: u16, _timeout: u64) {
         let c = ctx()?;
@@ -485,7 +485,7 @@ api! {
             return Err(GASPI_ERR_INV_NOTIF_ID);
         }
         let mut found = 0;
-        poll(timeout, || {
+        c.poll(timeout, || {
             for i in begin..begin + num {
                 if c.word(s.notif + i as usize * 8).load(Ordering::Acquire) != 0 {
                     found = i;

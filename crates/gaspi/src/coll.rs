@@ -10,7 +10,7 @@
 //! everywhere). Two slots alternate: a member writes slot `k % 2` again only for reduction
 //! `k + 2`, after every member has finished `k` (each waited for all contributions to `k + 1`).
 
-use crate::ctx::{err, poll, Ctx, GroupSlot, HEAP, R};
+use crate::ctx::{err, Ctx, GroupSlot, HEAP, R};
 use crate::types::*;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
@@ -53,7 +53,7 @@ impl Ctx {
             s.bar_pending = true;
         }
         let bexp = s.bexp.clone();
-        poll(timeout, || {
+        self.poll(timeout, || {
             for &m in &members {
                 if m != self.rank && self.word(self.bar(gi, m)).load(Ordering::Acquire) < bexp[m] {
                     if self.health(m) == tiers_cluster::Health::Failed {
@@ -119,7 +119,7 @@ impl Ctx {
             }
         };
         let rexp = s.rexp.clone();
-        poll(timeout, || {
+        self.poll(timeout, || {
             for &m in &members {
                 if m != self.rank && self.word(self.rcnt(gi, m)).load(Ordering::Acquire) < rexp[m] {
                     if self.health(m) == tiers_cluster::Health::Failed {

@@ -204,11 +204,12 @@ pub fn initialized() -> bool {
     !CTX.load(Ordering::Acquire).is_null()
 }
 
-/// The heap's size: `TIERS_GASPI_HEAP`, else 32 GiB of virtual memory. A one-process job
-/// (the local engine, a program started without a launcher) maps its heap as private
-/// anonymous memory, which the kernel's overcommit heuristic refuses beyond the machine's
-/// memory, so there the default is half the physical memory at most.
-fn heap_size(private: bool) -> usize {
+/// The heap's size: `TIERS_GASPI_HEAP`, else 32 GiB of virtual memory. Off the shm engine
+/// (the local engine of a program started without a launcher, the mpi engine) the heap may be
+/// private anonymous memory, which the kernel's overcommit heuristic refuses beyond the
+/// machine's memory, so there the default is at most half the physical memory, shared by
+/// the `ranks_here` ranks of this host.
+fn heap_size(private: bool, ranks_here: usize) -> usize {
     let parse = |v: &str| -> Option<usize> {
         let v = v.trim();
         let (num, mul) = match v.chars().last()? {
@@ -235,7 +236,9 @@ fn heap_size(private: bool) -> usize {
                 )
             };
             match (usize::try_from(pages), usize::try_from(page)) {
-                (Ok(n), Ok(p)) if n > 0 && p > 0 => default.min(n.saturating_mul(p) / 2),
+                (Ok(n), Ok(p)) if n > 0 && p > 0 => {
+                    default.min(n.saturating_mul(p) / 2 / ranks_here.max(1))
+                }
                 _ => default,
             }
         })
@@ -259,7 +262,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     let n = w.size();
     let rank = w.rank();
     let lay = Layout::new(n);
-    let heap_len = heap_size(w.engine_name() == "local").max(lay.arena + (64 << 20));
+    let heap_len = heap_size(w.engine_name() != "shm", w.local_size()).max(lay.arena + (64 << 20));
     let base = w
         .segment_timeout(HEAP, heap_len, tmo(timeout))
         .map_err(err)?
@@ -693,6 +696,30 @@ impl Ctx {
             .atomic_fetch_add(HEAP, off, rank, 1)
             .map(|_| ())
             .map_err(err)
+    }
+
+    /// [`poll`] for a condition on this rank's heap words. Off the memory engines the words
+    /// are written by the MPI engine's one-sided operations, which may complete only while
+    /// the target calls into MPI (osc over TCP): each check that fails is followed by a 1 µs wait on the
+    /// heap's cluster-tier notification 0, which the library never sets, because that wait is
+    /// the cluster tier's public call that lets MPI progress (its atomics on the rank's own
+    /// words stay processor atomics and do not).
+    pub fn poll(&self, timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
+        if self.mem_engine {
+            return poll(timeout, cond);
+        }
+        poll(timeout, || {
+            if cond()? {
+                return Ok(true);
+            }
+            match self
+                .w
+                .notify_waitsome(HEAP, 0..1, Timeout::After(Duration::from_micros(1)))
+            {
+                Ok(_) | Err(Error::Timeout) => Ok(false),
+                Err(e) => Err(err(e)),
+            }
+        })
     }
 
     pub fn health(&self, r: usize) -> Health {
