@@ -3,7 +3,7 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::coll::{combine, type_size};
-use crate::ctx::{self, config, ctx, err, poll, tmo, Ctx, CONFIG, R};
+use crate::ctx::{self, config, ctx, err, tmo, Ctx, CONFIG, R};
 use crate::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
@@ -131,7 +131,7 @@ api! {
             || new.queue_size_max == 0
             || new.segment_max == 0 || new.segment_max > SEGMENT_MAX
             || new.group_max == 0 || new.group_max as usize > GROUP_MAX
-            || new.notification_num > 65536
+            || new.notification_num > NOTIFICATION_MAX
             || new.allreduce_elem_max == 0
             || new.allreduce_buf_size as usize > REDUCE_SLOT
             || new.rw_list_elem_max == 0
@@ -181,7 +181,7 @@ api! {
         }
         c.w.atomic_compare_swap(ctx::HEAP, 0, r, 0, 1).map_err(err)?;
         // The rank is gone when its process is: wait for that (or the timeout).
-        poll(_timeout, || Ok(c.health(r).is_gone()))
+        c.poll(_timeout, || Ok(c.health(r).is_gone()))
     }
     fn gaspi_proc_ping / pgaspi_proc_ping(rank: u16, _timeout: u64) {
         let c = ctx()?;
@@ -313,7 +313,7 @@ api! {
         gaspi_barrier_inner(c, g, timeout)
     }
     fn gaspi_segment_bind / pgaspi_segment_bind(id: u8, ptr: *mut c_void, size: u64, _desc: i32) {
-        bind(ctx()?, id, ptr, size)
+        ctx()?.bind(id, ptr as usize, usize::try_from(size).map_err(|_| GASPI_ERR_INV_SEGSIZE)?)
     }
     fn gaspi_segment_use / pgaspi_segment_use(id: u8, ptr: *mut c_void, size: u64, g: u8, timeout: u64, _desc: i32) {
         let c = ctx()?;
@@ -321,8 +321,11 @@ api! {
             let s = c.group(g)?;
             s.group.as_ref().ok_or(GASPI_ERR_INV_GROUP)?.members.clone()
         };
-        if c.seg(id).is_err() {
-            bind(c, id, ptr, size)?;
+        // A call resumed after a timeout finds its segment bound already.
+        match c.seg(id) {
+            Ok(s) if s.user == ptr as usize && s.size as u64 == size => {}
+            Ok(_) => return Err(GASPI_ERR_INV_SEG),
+            Err(_) => c.bind(id, ptr as usize, usize::try_from(size).map_err(|_| GASPI_ERR_INV_SEGSIZE)?)?,
         }
         for m in members {
             c.register(id, m, timeout)?;
@@ -426,8 +429,10 @@ api! {
         }
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         let rm = c.remote(t.remote.rank, rs)?;
-        c.reserve(q, 2)?;
-        c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 2); err(e) })?;
+        // One request in GASPI's count (its notification travels with it), so that a queue
+        // takes `queue_size_max` of them.
+        c.reserve(q, 1)?;
+        c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
         c.set_notification(q % tiers_cluster::QUEUES, t.remote.rank, rm.notif + id * 8, value as u64)
     }
     fn gaspi_write_list_notify / pgaspi_write_list_notify(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, ns: u8, id: u32, value: u32, q: u8, _timeout: u64) {
@@ -448,8 +453,8 @@ api! {
         let id = notif_id(c, id)?;
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         let l = c.seg(ls)?;
-        c.reserve(q, 2)?;
-        c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 2); err(e) })?;
+        c.reserve(q, 1)?;
+        c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
         if !c.mem_engine {
             c.tq(q).wait(Timeout::Block).map_err(err)?;
         }
@@ -480,7 +485,7 @@ api! {
             return Err(GASPI_ERR_INV_NOTIF_ID);
         }
         let mut found = 0;
-        poll(timeout, || {
+        c.poll(timeout, || {
             for i in begin..begin + num {
                 if c.word(s.notif + i as usize * 8).load(Ordering::Acquire) != 0 {
                     found = i;
@@ -604,24 +609,24 @@ api! {
     fn gaspi_passive_send / pgaspi_passive_send(seg: u8, off: u64, rank: u16, size: u64, timeout: u64) {
         let c = ctx()?;
         let r = c.check_rank(rank)?;
-        if size == 0 || size > passive_max(c) {
+        if size == 0 || size > c.passive_max() {
             return Err(GASPI_ERR_INV_COMMSIZE);
         }
         let s = c.seg(seg)?;
         let data = seg_bytes(c, &s, off, size)?;
-        c.w.passive_send(r, data, tmo(timeout)).map_err(err)
+        c.passive_send(r, data, timeout)
     }
     fn gaspi_passive_receive / pgaspi_passive_receive(seg: u8, off: u64, from: *mut u16, size: u64, timeout: u64) {
         let c = ctx()?;
         if from.is_null() {
             return Err(GASPI_ERR_NULLPTR);
         }
-        if size == 0 || size > passive_max(c) {
+        if size == 0 || size > c.passive_max() {
             return Err(GASPI_ERR_INV_COMMSIZE);
         }
         let s = c.seg(seg)?;
         let buf = seg_bytes(c, &s, off, size)?;
-        let (r, _) = c.w.passive_receive(buf, tmo(timeout)).map_err(err)?;
+        let (r, _) = c.passive_receive(buf, timeout)?;
         from.write(r as u16);
         Ok(())
     }
@@ -682,7 +687,7 @@ api! {
     }
     fn gaspi_passive_transfer_size_max / pgaspi_passive_transfer_size_max(n: *mut u64) {
         match ctx() {
-            Ok(c) => out(n, passive_max(c)),
+            Ok(c) => out(n, c.passive_max()),
             Err(_) => out(n, config().passive_transfer_size_max as u64),
         }
     }
@@ -787,10 +792,6 @@ fn gaspi_barrier_inner(c: &Ctx, g: u8, timeout: u64) -> R<()> {
     c.group_barrier(g, timeout, false)
 }
 
-fn passive_max(c: &Ctx) -> u64 {
-    (c.cfg.passive_transfer_size_max as u64).min(c.w.passive_max() as u64)
-}
-
 fn atomic_at(c: &Ctx, seg: u8, off: u64, rank: u16) -> R<(usize, usize)> {
     let r = c.check_rank(rank)?;
     let rm = c.remote(r, seg)?;
@@ -801,75 +802,6 @@ fn atomic_at(c: &Ctx, seg: u8, off: u64, rank: u16) -> R<(usize, usize)> {
         return Err(GASPI_ERR_INV_REM_OFF);
     }
     Ok((r, rm.data + off as usize))
-}
-
-/// Binds user memory as segment `id`: the heap takes the segment's place and is mapped over
-/// the user's pages (shm engine: the pages must be page-aligned), so remote ranks reach the
-/// very bytes the program uses.
-unsafe fn bind(c: &Ctx, id: u8, ptr: *mut c_void, size: u64) -> R<()> {
-    if ptr.is_null() {
-        return Err(GASPI_ERR_NULLPTR);
-    }
-    if size == 0 {
-        return Err(GASPI_ERR_INV_SEGSIZE);
-    }
-    if (ptr as usize) % 4096 != 0 {
-        return Err(GASPI_ERR_INV_LOC_OFF);
-    }
-    let s = c.alloc(id, size as usize, 0)?;
-    let len = (size as usize).div_ceil(4096) * 4096;
-    let ok = (|| {
-        let job = std::env::var(tiers_cluster::env::JOB).ok()?;
-        if c.w.engine_name() != "shm" {
-            return None;
-        }
-        let name =
-            std::ffi::CString::new(tiers_cluster::engine::shm::seg_name(&job, 0, c.rank)).ok()?;
-        unsafe {
-            let fd = libc::shm_open(name.as_ptr(), libc::O_RDWR, 0);
-            if fd < 0 {
-                return None;
-            }
-            // The heap's data follows the cluster tier's segment header in the object.
-            let hdr = c.base as usize - segment_base(c)?;
-            std::ptr::copy_nonoverlapping(ptr as *const u8, c.base.add(s.data), size as usize);
-            let p = libc::mmap(
-                ptr,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                fd,
-                (hdr + s.data) as libc::off_t,
-            );
-            libc::close(fd);
-            (p == ptr).then_some(())
-        }
-    })();
-    if ok.is_none() {
-        let _ = c.delete(id);
-        return Err(GASPI_ERR_MEMALLOC);
-    }
-    let mut segs = c.segs.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(x) = segs[id as usize].as_mut() {
-        x.user = ptr as usize;
-    }
-    Ok(())
-}
-
-/// The start of the mapping that holds the heap (the heap follows the segment header).
-fn segment_base(c: &Ctx) -> Option<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let b = c.base as usize;
-    for l in maps.lines() {
-        let (range, _) = l.split_once(' ')?;
-        let (lo, hi) = range.split_once('-')?;
-        let lo = usize::from_str_radix(lo, 16).ok()?;
-        let hi = usize::from_str_radix(hi, 16).ok()?;
-        if lo <= b && b < hi {
-            return Some(lo);
-        }
-    }
-    None
 }
 
 fn ticks() -> u64 {

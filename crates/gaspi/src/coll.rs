@@ -10,7 +10,7 @@
 //! everywhere). Two slots alternate: a member writes slot `k % 2` again only for reduction
 //! `k + 2`, after every member has finished `k` (each waited for all contributions to `k + 1`).
 
-use crate::ctx::{err, poll, Ctx, GroupSlot, HEAP, R};
+use crate::ctx::{err, Ctx, GroupSlot, HEAP, R};
 use crate::types::*;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
@@ -53,7 +53,7 @@ impl Ctx {
             s.bar_pending = true;
         }
         let bexp = s.bexp.clone();
-        poll(timeout, || {
+        self.poll(timeout, || {
             for &m in &members {
                 if m != self.rank && self.word(self.bar(gi, m)).load(Ordering::Acquire) < bexp[m] {
                     if self.health(m) == tiers_cluster::Health::Failed {
@@ -119,7 +119,7 @@ impl Ctx {
             }
         };
         let rexp = s.rexp.clone();
-        poll(timeout, || {
+        self.poll(timeout, || {
             for &m in &members {
                 if m != self.rank && self.word(self.rcnt(gi, m)).load(Ordering::Acquire) < rexp[m] {
                     if self.health(m) == tiers_cluster::Health::Failed {
@@ -137,12 +137,14 @@ impl Ctx {
             }
         };
         output.copy_from_slice(at(members[0]));
-        for &m in &members[1..] {
-            combine(output, at(m))?;
-        }
+        // Every contribution has arrived: the round is over even when the program's
+        // reduction fails, so the next reduction starts afresh.
+        let r = members[1..]
+            .iter()
+            .try_for_each(|&m| combine(output, at(m)));
         s.red_pending = None;
         s.rdone += 1;
-        Ok(())
+        r
     }
 }
 

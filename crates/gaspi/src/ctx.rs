@@ -171,6 +171,7 @@ pub struct Ctx {
     pub groups: Vec<Mutex<GroupSlot>>,
     pub start: Instant,
     pub stop: AtomicBool,
+    pub passive: crate::passive::Passive,
 }
 
 // SAFETY: `base` is the heap mapping, alive as long as the world; all shared state is in
@@ -203,7 +204,12 @@ pub fn initialized() -> bool {
     !CTX.load(Ordering::Acquire).is_null()
 }
 
-fn heap_size() -> usize {
+/// The heap's size: `TIERS_GASPI_HEAP`, else 32 GiB of virtual memory. Off the shm engine
+/// (the local engine of a program started without a launcher, the mpi engine) the heap may be
+/// private anonymous memory, which the kernel's overcommit heuristic refuses beyond the
+/// machine's memory, so there the default is at most half the physical memory, shared by
+/// the `ranks_here` ranks of this host.
+fn heap_size(private: bool, ranks_here: usize) -> usize {
     let parse = |v: &str| -> Option<usize> {
         let v = v.trim();
         let (num, mul) = match v.chars().last()? {
@@ -217,7 +223,25 @@ fn heap_size() -> usize {
     std::env::var("TIERS_GASPI_HEAP")
         .ok()
         .and_then(|v| parse(&v))
-        .unwrap_or(32 << 30)
+        .unwrap_or_else(|| {
+            let default = 32usize << 30;
+            if !private {
+                return default;
+            }
+            // SAFETY: sysconf has no preconditions.
+            let (pages, page) = unsafe {
+                (
+                    libc::sysconf(libc::_SC_PHYS_PAGES),
+                    libc::sysconf(libc::_SC_PAGESIZE),
+                )
+            };
+            match (usize::try_from(pages), usize::try_from(page)) {
+                (Ok(n), Ok(p)) if n > 0 && p > 0 => {
+                    default.min(n.saturating_mul(p) / 2 / ranks_here.max(1))
+                }
+                _ => default,
+            }
+        })
 }
 
 /// `gaspi_proc_init`: joins the job, creates the heap, starts the kill watcher.
@@ -238,7 +262,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     let n = w.size();
     let rank = w.rank();
     let lay = Layout::new(n);
-    let heap_len = heap_size().max(lay.arena + (64 << 20));
+    let heap_len = heap_size(w.engine_name() != "shm", w.local_size()).max(lay.arena + (64 << 20));
     let base = w
         .segment_timeout(HEAP, heap_len, tmo(timeout))
         .map_err(err)?
@@ -276,6 +300,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
             .collect(),
         start: Instant::now(),
         stop: AtomicBool::new(false),
+        passive: Default::default(),
         w,
     });
     let p = Box::into_raw(c);
@@ -419,20 +444,23 @@ impl Ctx {
         Ok(s)
     }
 
-    /// Deletes segment `id` locally; its memory reads as zero when reused.
+    /// Deletes segment `id` locally; its memory reads as zero when reused. A bound segment's
+    /// pages turn back into private memory of the program, holding what they held.
     pub fn delete(&self, id: gaspi_segment_id_t) -> R<()> {
         let s = {
             let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
-            segs[id as usize].take().ok_or(GASPI_ERR_INV_SEG)?
+            let s = segs[id as usize].ok_or(GASPI_ERR_INV_SEG)?;
+            if s.user != 0 {
+                unbind(s.user, s.size)?;
+            }
+            segs[id as usize] = None;
+            s
         };
         self.word(self.dir(self.rank, id as usize) + 24)
             .store(0, Ordering::Release);
         // SAFETY: the range is page-aligned inside the heap and belongs to no segment now.
         unsafe {
             let p = self.base.add(s.notif);
-            if s.user != 0 {
-                libc::munmap(s.user as *mut libc::c_void, align(s.size, PAGE));
-            }
             if libc::madvise(p as *mut libc::c_void, s.total, libc::MADV_REMOVE) != 0 {
                 std::ptr::write_bytes(p, 0, s.total);
             }
@@ -449,6 +477,106 @@ impl Ctx {
         }
         *free = out;
         Ok(())
+    }
+
+    /// Binds the program's memory `[ptr, ptr + size)` as segment `id` (shm engine only): the
+    /// segment is allocated in the heap over the pages that hold the range, their bytes are
+    /// copied there, and the heap's shared-memory object is mapped over those pages, so that
+    /// remote ranks reach the very bytes the program uses. `ptr` need not be page-aligned
+    /// (memory from `malloc`): the bytes that share the first and last page keep their values,
+    /// but other threads must not write them while the segment is bound or deleted, and two
+    /// bound segments cannot share a page.
+    pub fn bind(&self, id: gaspi_segment_id_t, ptr: usize, size: usize) -> R<()> {
+        if ptr == 0 {
+            return Err(GASPI_ERR_NULLPTR);
+        }
+        if size == 0 {
+            return Err(GASPI_ERR_INV_SEGSIZE);
+        }
+        let lo = ptr & !(PAGE - 1);
+        let hi = ptr
+            .checked_add(size)
+            .and_then(|e| e.checked_next_multiple_of(PAGE))
+            .ok_or(GASPI_ERR_INV_SEGSIZE)?;
+        let shift = ptr - lo;
+        if self.w.engine_name() != "shm" {
+            return Err(GASPI_ERR_MEMALLOC);
+        }
+        {
+            let segs = self.segs.read().unwrap_or_else(|e| e.into_inner());
+            if segs.get(id as usize).is_some_and(|s| s.is_some()) {
+                return Err(GASPI_ERR_INV_SEG);
+            }
+            for b in segs.iter().flatten().filter(|b| b.user != 0) {
+                let blo = b.user & !(PAGE - 1);
+                let bhi = align(b.user + b.size, PAGE);
+                if blo < hi && lo < bhi {
+                    return Err(GASPI_ERR_MEMALLOC);
+                }
+            }
+        }
+        let s = self.alloc(id, hi - lo, 0)?;
+        // The mapping of the heap's object at `s.data` (page-aligned, like `lo`).
+        let mapped = (|| -> Option<()> {
+            let job = std::env::var(tiers_cluster::env::JOB).ok()?;
+            let name =
+                std::ffi::CString::new(tiers_cluster::engine::shm::seg_name(&job, 0, self.rank))
+                    .ok()?;
+            // The heap's data follows the cluster tier's segment header in the object.
+            let hdr = self.base as usize - self.mapping_start()?;
+            // SAFETY: [lo, hi) is the program's memory (it passed [ptr, ptr + size)) rounded
+            // to pages; the heap range is this new segment's. MAP_FIXED replaces exactly
+            // those pages with the object's, after their bytes were copied there.
+            unsafe {
+                let fd = libc::shm_open(name.as_ptr(), libc::O_RDWR, 0);
+                if fd < 0 {
+                    return None;
+                }
+                std::ptr::copy_nonoverlapping(lo as *const u8, self.base.add(s.data), hi - lo);
+                let p = libc::mmap(
+                    lo as *mut libc::c_void,
+                    hi - lo,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd,
+                    (hdr + s.data) as libc::off_t,
+                );
+                libc::close(fd);
+                (p as usize == lo).then_some(())
+            }
+        })();
+        if mapped.is_none() {
+            let _ = self.delete(id);
+            return Err(GASPI_ERR_MEMALLOC);
+        }
+        let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        let b = Seg {
+            data: s.data + shift,
+            size,
+            user: ptr,
+            ..s
+        };
+        segs[id as usize] = Some(b);
+        let e = self.dir(self.rank, id as usize);
+        self.word(e).store(b.data as u64, Ordering::Relaxed);
+        self.word(e + 8).store(size as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// The start of the mapping that holds the heap (the heap follows the segment header).
+    fn mapping_start(&self) -> Option<usize> {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let b = self.base as usize;
+        for l in maps.lines() {
+            let (range, _) = l.split_once(' ')?;
+            let (lo, hi) = range.split_once('-')?;
+            let lo = usize::from_str_radix(lo, 16).ok()?;
+            let hi = usize::from_str_radix(hi, 16).ok()?;
+            if lo <= b && b < hi {
+                return Some(lo);
+            }
+        }
+        None
     }
 
     /// Makes segment `id` known at `rank` (writes this rank's directory entry there).
@@ -570,7 +698,67 @@ impl Ctx {
             .map_err(err)
     }
 
+    /// [`poll`] for a condition on this rank's heap words. Off the memory engines the words
+    /// are written by the MPI engine's one-sided operations, which may complete only while
+    /// the target calls into MPI (osc over TCP): each check that fails is followed by a 1 µs wait on the
+    /// heap's cluster-tier notification 0, which the library never sets, because that wait is
+    /// the cluster tier's public call that lets MPI progress (its atomics on the rank's own
+    /// words stay processor atomics and do not).
+    pub fn poll(&self, timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
+        if self.mem_engine {
+            return poll(timeout, cond);
+        }
+        poll(timeout, || {
+            if cond()? {
+                return Ok(true);
+            }
+            match self
+                .w
+                .notify_waitsome(HEAP, 0..1, Timeout::After(Duration::from_micros(1)))
+            {
+                Ok(_) | Err(Error::Timeout) => Ok(false),
+                Err(e) => Err(err(e)),
+            }
+        })
+    }
+
     pub fn health(&self, r: usize) -> Health {
         self.w.health(r).unwrap_or(Health::Failed)
     }
+}
+
+/// Turns the pages of a bound range back into private memory with the same bytes: a fresh
+/// private mapping takes a copy and is moved over the shared pages in one step, so the
+/// program never sees them unmapped.
+fn unbind(ptr: usize, size: usize) -> R<()> {
+    let lo = ptr & !(PAGE - 1);
+    let len = align(ptr + size, PAGE) - lo;
+    // SAFETY: [lo, lo + len) is the bound range's pages, mapped since bind; the copy goes to
+    // a new private mapping of the same length, which mremap then moves onto them.
+    unsafe {
+        let tmp = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if tmp == libc::MAP_FAILED {
+            return Err(GASPI_ERR_MEMALLOC);
+        }
+        std::ptr::copy_nonoverlapping(lo as *const u8, tmp as *mut u8, len);
+        let p = libc::mremap(
+            tmp,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            lo as *mut libc::c_void,
+        );
+        if p as usize != lo {
+            libc::munmap(tmp, len);
+            return Err(GASPI_ERR_MEMALLOC);
+        }
+    }
+    Ok(())
 }

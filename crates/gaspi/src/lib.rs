@@ -10,7 +10,9 @@
 mod api;
 mod coll;
 pub mod ctx;
+mod passive;
 mod printf;
+mod threads;
 pub mod types;
 
 pub use api::*;

@@ -152,6 +152,9 @@ pub const QUEUE_MAX: u32 = 16;
 pub const GROUP_MAX: usize = 256;
 /// Segment ids (`0..=254`, GPI-2's count).
 pub const SEGMENT_MAX: u32 = 255;
+/// Notifications per segment `gaspi_config_t::notification_num` may ask for: 8 bytes of
+/// virtual memory each per segment (16 Mi of them take 128 MiB of each segment's heap space).
+pub const NOTIFICATION_MAX: u32 = 1 << 24;
 /// Bytes of an allreduce contribution (`gaspi_allreduce_buf_size` at most).
 pub const REDUCE_SLOT: usize = 16384;
 

@@ -12,6 +12,7 @@
 
 mod apps;
 mod cluster;
+mod gaspi;
 mod hybrid;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -222,6 +223,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the patterns against each other: threads, processes, mixes",
         launch: Launch::StartsRanks,
         run: hybrid::run,
+    },
+    Bench {
+        name: "gaspi",
+        measures: "us per GASPI operation of one C program on 2 ranks: write_notify ping-pong (half round trip) and streamed writes by size, barrier, allreduce, fetch_add, gaspi_proc_init",
+        peers: "the same program linked against GPI-2 (GPI2_DIR: its install prefix, Ethernet device)",
+        launch: Launch::StartsRanks,
+        run: gaspi::run,
     },
 ];
 

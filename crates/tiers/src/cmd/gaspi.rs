@@ -7,7 +7,7 @@ use std::time::Duration;
 use tiers_cluster::launch::{self, End, Job};
 
 /// The headers of `crates/gaspi/include`.
-const HEADERS: [(&str, &str); 5] = [
+pub(crate) const HEADERS: [(&str, &str); 5] = [
     ("GASPI.h", include_str!("../../../gaspi/include/GASPI.h")),
     (
         "GASPI_types.h",

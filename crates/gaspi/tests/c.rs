@@ -1,0 +1,215 @@
+//! The C side of the library: the C tests of `tests/c/` compiled against `libtiers_gaspi`
+//! and run as one process and with 2 and 3 ranks on the cluster tier's launcher (the one
+//! `tiers run` uses), and
+//! the README's example program built through `tiers gaspi install` + `pkg-config` and run
+//! with `tiers run`. Without a C compiler (or, for the example, the `tiers` binary) the test
+//! says what it skipped and passes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use tiers_cluster::launch::Job;
+
+const CRATE: &str = env!("CARGO_MANIFEST_DIR");
+/// Tests of `tests/c/`.
+const TESTS: [&str; 8] = [
+    "segments",
+    "notify",
+    "queues",
+    "atomics",
+    "collectives",
+    "passive",
+    "errors",
+    "threads",
+];
+/// No test of the suite takes more than a few seconds; a hang ends the job here.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The C compiler (`$CC`, else `cc`) if it runs.
+fn compiler() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let ok = Command::new(&cc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(cc)
+}
+
+/// The build's output directory (`target/<profile>`), where cargo puts the library beside
+/// the `deps/` directory of this test.
+fn out_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// A fresh scratch directory under the build's output directory.
+fn scratch(name: &str) -> PathBuf {
+    let d = out_dir()
+        .join("gaspi-c-tests")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch directory");
+    d
+}
+
+fn compile(cc: &str, args: &[String]) {
+    let out = Command::new(cc)
+        .args(args)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "{cc} {}:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn c_suite_on_one_two_and_three_ranks() {
+    let Some(cc) = compiler() else {
+        eprintln!("gaspi C tests skipped: no C compiler (set CC or install cc)");
+        return;
+    };
+    let lib = out_dir();
+    assert!(
+        lib.join("libtiers_gaspi.so").exists(),
+        "{} lacks libtiers_gaspi.so",
+        lib.display()
+    );
+    let dir = scratch("suite");
+    for t in TESTS {
+        let exe = dir.join(t);
+        compile(
+            &cc,
+            &[
+                "-O1".into(),
+                "-g".into(),
+                "-Wall".into(),
+                "-Wextra".into(),
+                "-Werror".into(),
+                format!("-I{CRATE}/include"),
+                format!("{CRATE}/tests/c/{t}.c"),
+                format!("-L{}", lib.display()),
+                "-ltiers_gaspi".into(),
+                format!("-Wl,-rpath,{}", lib.display()),
+                "-pthread".into(),
+                "-o".into(),
+                exe.display().to_string(),
+            ],
+        );
+        // One process started without a launcher (the local engine), where binding the
+        // program's memory is not available (it needs the shm engine).
+        if t != "segments" {
+            let out = Command::new(&exe).output().expect("run the test alone");
+            assert!(
+                out.status.success(),
+                "{t} as one process: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for n in [2, 3] {
+            let mut job = Job::new(n, &exe);
+            job.timeout = Some(LIMIT);
+            job.prefix = true;
+            let out = job.run().expect("launch");
+            assert!(
+                out.success(),
+                "{t} with {n} ranks: {:?} {:?}",
+                out.ends,
+                out.stop
+            );
+        }
+    }
+}
+
+/// The first ```c block after the README's "## Example" heading.
+fn readme_example() -> String {
+    let readme = std::fs::read_to_string(format!("{CRATE}/README.md")).expect("README.md");
+    let at = readme.find("## Example").expect("an Example section");
+    let rest = &readme[at..];
+    let start = rest.find("```c\n").expect("a C block") + 5;
+    let len = rest[start..].find("```").expect("the block's end");
+    rest[start..start + len].to_string()
+}
+
+#[test]
+fn readme_example_builds_with_pkg_config_and_runs() {
+    let Some(cc) = compiler() else {
+        eprintln!("README example skipped: no C compiler (set CC or install cc)");
+        return;
+    };
+    let tiers = out_dir().join("tiers");
+    if !tiers.exists() {
+        eprintln!(
+            "README example skipped: {} is not built (cargo build --release -p tiers)",
+            tiers.display()
+        );
+        return;
+    }
+    let dir = scratch("readme");
+    let prefix = dir.join("prefix");
+    let st = Command::new(&tiers)
+        .args(["gaspi", "install", "--prefix"])
+        .arg(&prefix)
+        .status()
+        .expect("tiers gaspi install");
+    assert!(st.success(), "tiers gaspi install failed");
+    // The installed headers are the crate's.
+    let installed = std::fs::read_to_string(prefix.join("include/GASPI.h")).expect("GASPI.h");
+    let ours = std::fs::read_to_string(format!("{CRATE}/include/GASPI.h")).expect("GASPI.h");
+    assert_eq!(installed, ours, "the tiers binary installs stale headers");
+    std::fs::write(dir.join("hello.c"), readme_example()).expect("hello.c");
+    let pc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "tiers-gaspi"])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output();
+    let flags: Vec<String> = match pc {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
+        _ => {
+            eprintln!("pkg-config is absent: the README's flags are spelled out instead");
+            let p = prefix.display();
+            vec![
+                format!("-I{p}/include"),
+                format!("-L{p}/lib"),
+                "-ltiers_gaspi".into(),
+                format!("-Wl,-rpath,{p}/lib"),
+            ]
+        }
+    };
+    let exe = dir.join("a.out");
+    let mut args = vec![
+        dir.join("hello.c").display().to_string(),
+        "-o".into(),
+        exe.display().to_string(),
+    ];
+    args.extend(flags);
+    compile(&cc, &args);
+    for n in ["2", "3"] {
+        let out = Command::new(&tiers)
+            .args(["run", "-n", n, "--"])
+            .arg(&exe)
+            .output()
+            .expect("tiers run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "tiers run -n {n}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let n: usize = n.parse().unwrap();
+        for r in 0..n {
+            let left = (r + n - 1) % n;
+            assert!(
+                text.contains(&format!("rank {r} of {n} got: hello from rank {left}")),
+                "rank {r}'s line is missing: {text}"
+            );
+        }
+    }
+}

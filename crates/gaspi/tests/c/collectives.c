@@ -1,0 +1,129 @@
+/* Collectives: allreduce of every type and operation over all ranks, allreduce_user with a
+ * reduction of the program's own, and a group of the even ranks with its barrier and
+ * allreduce. */
+#include "check.h"
+
+typedef struct
+{
+  double val;
+  int rank;
+  int pad;
+} maxloc_t;
+
+/* Element-wise max with the rank that holds it (the smaller rank on ties). */
+static gaspi_return_t
+maxloc (gaspi_pointer_t const a, gaspi_pointer_t const b, gaspi_pointer_t const out,
+        gaspi_reduce_state_t const state, const gaspi_number_t num, const gaspi_size_t esize,
+        const gaspi_timeout_t timeout)
+{
+  (void) timeout;
+  if (esize != sizeof (maxloc_t) || *(int *) state != 7)
+    return GASPI_ERROR;
+  const maxloc_t *x = a, *y = b;
+  maxloc_t *o = out;
+  for (gaspi_number_t i = 0; i < num; i++) {
+    int take_y = y[i].val > x[i].val || (y[i].val == x[i].val && y[i].rank < x[i].rank);
+    o[i] = take_y ? y[i] : x[i];
+  }
+  return GASPI_SUCCESS;
+}
+
+int
+main (void)
+{
+  CHECK (gaspi_proc_init (GASPI_BLOCK));
+  gaspi_rank_t me, n;
+  CHECK (gaspi_proc_rank (&me));
+  CHECK (gaspi_proc_num (&n));
+  gaspi_number_t emax;
+  CHECK (gaspi_allreduce_elem_max (&emax));
+  TRUE (emax >= 255);
+
+  /* 255 ints: element i of rank r is r + i. */
+  int si[255], ri[255];
+  for (int i = 0; i < 255; i++)
+    si[i] = me + i;
+  CHECK (gaspi_allreduce (si, ri, 255, GASPI_OP_SUM, GASPI_TYPE_INT, GASPI_GROUP_ALL,
+                          GASPI_BLOCK));
+  for (int i = 0; i < 255; i++)
+    TRUE (ri[i] == n * (n - 1) / 2 + n * i);
+  CHECK (gaspi_allreduce (si, ri, 255, GASPI_OP_MIN, GASPI_TYPE_INT, GASPI_GROUP_ALL,
+                          GASPI_BLOCK));
+  TRUE (ri[0] == 0 && ri[254] == 254);
+  double sd[2] = { -1.5 * me, 0.25 * me }, rd[2];
+  CHECK (gaspi_allreduce (sd, rd, 2, GASPI_OP_MAX, GASPI_TYPE_DOUBLE, GASPI_GROUP_ALL,
+                          GASPI_BLOCK));
+  TRUE (rd[0] == 0.0 && rd[1] == 0.25 * (n - 1));
+  float sf = 1.0f, rf;
+  CHECK (gaspi_allreduce (&sf, &rf, 1, GASPI_OP_SUM, GASPI_TYPE_FLOAT, GASPI_GROUP_ALL,
+                          GASPI_BLOCK));
+  TRUE (rf == (float) n);
+  long sl = -(long) me, rl;
+  CHECK (gaspi_allreduce (&sl, &rl, 1, GASPI_OP_MIN, GASPI_TYPE_LONG, GASPI_GROUP_ALL,
+                          GASPI_BLOCK));
+  TRUE (rl == -(long) (n - 1));
+  unsigned su = 1u << me, ru;
+  CHECK (gaspi_allreduce (&su, &ru, 1, GASPI_OP_SUM, GASPI_TYPE_UINT, GASPI_GROUP_ALL,
+                          GASPI_BLOCK));
+  TRUE (ru == (1u << n) - 1);
+  EXPECT (gaspi_allreduce (si, ri, emax + 1, GASPI_OP_SUM, GASPI_TYPE_INT, GASPI_GROUP_ALL,
+                           GASPI_BLOCK),
+          GASPI_ERR_INV_NUM);
+
+  /* allreduce_user: the maximum of 4 values and where it is. */
+  maxloc_t mine[4], res[4];
+  for (int i = 0; i < 4; i++) {
+    mine[i].val = (i == 0) ? me : (i == 1) ? -me : (i == 2) ? 5.0 : (double) ((me * 7 + i) % n);
+    mine[i].rank = me;
+    mine[i].pad = 0;
+  }
+  int state = 7;
+  CHECK (gaspi_allreduce_user (mine, res, 4, sizeof (maxloc_t), maxloc, &state, GASPI_GROUP_ALL,
+                               GASPI_BLOCK));
+  TRUE (res[0].val == n - 1 && res[0].rank == n - 1);
+  TRUE (res[1].val == 0 && res[1].rank == 0);
+  TRUE (res[2].val == 5.0 && res[2].rank == 0);
+  TRUE (res[3].val == n - 1);
+  /* A reduction that fails makes the call fail (one rank alone reduces nothing). */
+  state = 0;
+  if (n > 1)
+    TRUE (gaspi_allreduce_user (mine, res, 4, sizeof (maxloc_t), maxloc, &state, GASPI_GROUP_ALL,
+                              GASPI_BLOCK) != GASPI_SUCCESS);
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+
+  /* The even ranks as a group. */
+  if (me % 2 == 0) {
+    gaspi_group_t g;
+    CHECK (gaspi_group_create (&g));
+    TRUE (g != GASPI_GROUP_ALL);
+    for (gaspi_rank_t r = 0; r < n; r += 2)
+      CHECK (gaspi_group_add (g, r));
+    EXPECT (gaspi_group_add (g, 0), GASPI_ERR_INV_RANK);
+    CHECK (gaspi_group_commit (g, GASPI_BLOCK));
+    gaspi_number_t gs;
+    CHECK (gaspi_group_size (g, &gs));
+    TRUE (gs == (gaspi_number_t) (n + 1) / 2);
+    gaspi_rank_t ranks[64];
+    CHECK (gaspi_group_ranks (g, ranks));
+    for (gaspi_number_t i = 0; i < gs; i++)
+      TRUE (ranks[i] == 2 * i);
+    for (int k = 0; k < 20; k++) {
+      CHECK (gaspi_barrier (g, GASPI_BLOCK));
+      int one = me + k, sum;
+      CHECK (gaspi_allreduce (&one, &sum, 1, GASPI_OP_SUM, GASPI_TYPE_INT, g, GASPI_BLOCK));
+      int expect = 0;
+      for (gaspi_number_t i = 0; i < gs; i++)
+        expect += 2 * i + k;
+      TRUE (sum == expect);
+    }
+    gaspi_number_t groups;
+    CHECK (gaspi_group_num (&groups));
+    TRUE (groups == 2);
+    CHECK (gaspi_group_delete (g));
+    EXPECT (gaspi_barrier (g, GASPI_BLOCK), GASPI_ERR_INV_GROUP);
+  }
+  EXPECT (gaspi_group_delete (GASPI_GROUP_ALL), GASPI_ERR_INV_GROUP);
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  CHECK (gaspi_proc_term (GASPI_BLOCK));
+  return 0;
+}

@@ -1,0 +1,343 @@
+//! `tiers bench gaspi`: GASPI for C programs, tiers beside GPI-2. One C program
+//! (`crates/gaspi/bench/gaspi_bench.c`) is compiled twice, once against tiers' `libtiers_gaspi`
+//! and once against GPI-2 (`GPI2_DIR`: the install prefix of a GPI-2 built with its Ethernet
+//! device, outside the repository), and run with 2 ranks pinned to the same two processors:
+//! tiers' under the cluster tier's launcher (the one `tiers run` uses), GPI-2's started directly
+//! with the environment its `gaspi_run` would set (its launcher needs ssh). Each run measures
+//! everything (write_notify ping-pong and streamed writes by size, barrier, allreduce,
+//! fetch_add, `gaspi_proc_init`); the two alternate for several rounds and each row is the
+//! median over the rounds. A run of a whole program cannot be sliced into the iterations
+//! `tiers_bench::compare` counts, so the alternation is done here; the limit rows (a
+//! cache-line round trip between the two processors, memcpy of the same bytes) go through
+//! `compare` in every round, beside the runs.
+
+use super::{Ctx, Outcome};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tiers_bench::{compare, limit, median, progress, Report};
+use tiers_cluster::launch::Job;
+
+const SOURCE: &str = include_str!("../../../gaspi/bench/gaspi_bench.c");
+/// Where GPI-2 is installed (`include/`, `lib/` or `lib64/`).
+const GPI2_VAR: &str = "GPI2_DIR";
+/// Rounds of (tiers, GPI-2) runs; the rows are medians over them.
+const ROUNDS: usize = 3;
+/// A run that takes longer than this has hung.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// One run's results: (metric, bytes) -> value as the program wrote it.
+type Results = BTreeMap<(String, u64), f64>;
+
+/// The C compiler (`$CC`, else `cc`) if it runs.
+fn compiler() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let ok = Command::new(&cc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(cc)
+}
+
+fn compile(cc: &str, src: &Path, inc: &Path, lib: &Path, name: &str, out: &Path) -> Outcome {
+    let o = Command::new(cc)
+        .arg("-O2")
+        .arg(format!("-I{}", inc.display()))
+        .arg(src)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-l{name}"))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-pthread")
+        .arg("-o")
+        .arg(out)
+        .output()?;
+    if !o.status.success() {
+        return Err(format!(
+            "{cc} {} against {}: {}",
+            src.display(),
+            lib.display(),
+            String::from_utf8_lossy(&o.stderr)
+        )
+        .into());
+    }
+    Ok(None)
+}
+
+/// GPI-2's include and library directories under `GPI2_DIR`, or why not.
+fn gpi2() -> Result<(PathBuf, PathBuf), String> {
+    let dir = std::env::var_os(GPI2_VAR).map(PathBuf::from).ok_or_else(|| {
+        format!(
+            "GPI-2 not run: {GPI2_VAR} is not set (build ../shared/peers/GPI-2 with --with-ethernet \
+             under /tmp and point {GPI2_VAR} at its install prefix)"
+        )
+    })?;
+    let inc = dir.join("include");
+    let lib = ["lib64", "lib"]
+        .iter()
+        .map(|l| dir.join(l))
+        .find(|l| l.join("libGPI2.so").exists())
+        .ok_or_else(|| {
+            format!(
+                "GPI-2 not run: no libGPI2.so under {GPI2_VAR}={}",
+                dir.display()
+            )
+        })?;
+    if !inc.join("GASPI.h").exists() {
+        return Err(format!(
+            "GPI-2 not run: no include/GASPI.h under {GPI2_VAR}={}",
+            dir.display()
+        ));
+    }
+    Ok((inc, lib))
+}
+
+fn parse(path: &Path) -> Result<Results, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: {e} (the run wrote no results)", path.display()))?;
+    let mut r = Results::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if let [m, b, v] = f[..] {
+            r.insert((m.to_string(), b.parse()?), v.parse()?);
+        }
+    }
+    if r.is_empty() {
+        return Err(format!("{}: no results", path.display()).into());
+    }
+    Ok(r)
+}
+
+/// tiers: 2 shm ranks under the cluster tier's launcher (pinned to the first two processors).
+fn run_tiers(exe: &Path, out: &Path, scale: f64) -> Result<Results, Box<dyn std::error::Error>> {
+    let _ = std::fs::remove_file(out);
+    let mut job = Job::new(2, exe).args([out.display().to_string(), scale.to_string()]);
+    job.timeout = Some(LIMIT);
+    job.discard_stdout = true;
+    let o = job.run()?;
+    if !o.success() {
+        return Err(format!("tiers' run failed: {:?} {:?}", o.ends, o.stop).into());
+    }
+    parse(out)
+}
+
+/// GPI-2: 2 processes with the environment `gaspi_run` sets on one host, pinned to `cpus`.
+fn run_gpi2(
+    exe: &Path,
+    dir: &Path,
+    out: &Path,
+    scale: f64,
+    cpus: &[usize],
+) -> Result<Results, Box<dyn std::error::Error>> {
+    let _ = std::fs::remove_file(out);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    let mfile = dir.join("machines");
+    std::fs::write(&mfile, format!("{host}\n{host}\n"))?;
+    let mut kids = Vec::new();
+    for r in 0..2usize {
+        let mut cmd = Command::new(exe);
+        cmd.arg(out)
+            .arg(scale.to_string())
+            .env("GASPI_MFILE", &mfile)
+            .env("GASPI_RANK", r.to_string())
+            .env("GASPI_NRANKS", "2")
+            .env("GASPI_SOCKET", r.to_string())
+            .env("GASPI_MASTER", &host)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        if let Some(&cpu) = cpus.get(r) {
+            // SAFETY: only sched_setaffinity (a system call on a stack-local set) runs between
+            // fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                    Ok(())
+                });
+            }
+        }
+        kids.push(cmd.spawn()?);
+    }
+    let start = Instant::now();
+    let mut ok = true;
+    for k in kids.iter_mut() {
+        loop {
+            if let Some(st) = k.try_wait()? {
+                ok &= st.success();
+                break;
+            }
+            if start.elapsed() > LIMIT {
+                let _ = k.kill();
+                let _ = k.wait();
+                ok = false;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if !ok {
+        return Err("GPI-2's run failed".into());
+    }
+    parse(out)
+}
+
+/// How a metric's rows read: the microseconds of one operation (write_bw: per write of `bytes`,
+/// so lower is better throughout; init: of gaspi_proc_init).
+fn micros(metric: &str, bytes: u64, v: f64) -> f64 {
+    match metric {
+        "init" => v * 1e6,
+        "write_bw" if v > 0.0 => bytes as f64 / (v * 1e9) * 1e6,
+        _ => v,
+    }
+}
+
+pub(super) fn run(c: &Ctx<'_>) -> Outcome {
+    let opts = &c.opts;
+    let cc = compiler().ok_or("tiers bench gaspi needs a C compiler (set CC or install cc)")?;
+    let bin = std::env::current_exe()?;
+    let libdir = bin.parent().ok_or("no directory of the tiers binary")?;
+    if !libdir.join("libtiers_gaspi.so").exists() {
+        return Err(format!(
+            "{} lacks libtiers_gaspi.so: cargo build --release -p tiers-gaspi",
+            libdir.display()
+        )
+        .into());
+    }
+    let dir = std::env::temp_dir().join(format!("tiers-bench-gaspi-{}", std::process::id()));
+    let inc = dir.join("include");
+    std::fs::create_dir_all(&inc)?;
+    for (name, text) in crate::cmd::gaspi::HEADERS {
+        std::fs::write(inc.join(name), text)?;
+    }
+    let src = dir.join("gaspi_bench.c");
+    std::fs::write(&src, SOURCE)?;
+    let tiers_exe = dir.join("bench-tiers");
+    compile(&cc, &src, &inc, libdir, "tiers_gaspi", &tiers_exe)?;
+
+    let mut report = Report::new("gaspi", "us", true);
+    let gpi2_exe = match gpi2() {
+        Ok((ginc, glib)) => {
+            let exe = dir.join("bench-gpi2");
+            compile(&cc, &src, &ginc, &glib, "GPI2", &exe)?;
+            report.note(format!(
+                "gpi2: the same program linked against GPI-2 from {}={} (its TCP device), started with gaspi_run's environment",
+                GPI2_VAR,
+                glib.parent().unwrap_or(&glib).display()
+            ));
+            Some(exe)
+        }
+        Err(why) => {
+            report.note(why);
+            None
+        }
+    };
+    let cpus = tiers_node::affinity::get().unwrap_or_default();
+    let pinned = if cpus.len() >= 2 { &cpus[..2] } else { &[][..] };
+    // The program's repetition counts are tuned for --min-time 0.5.
+    let scale = (opts.min_time / 0.5).clamp(0.02, 20.0);
+
+    // The limits, measured in every round beside the runs (the host may move the two
+    // processors closer or apart between rounds): half a cache-line round trip between the
+    // two processors (one one-way transfer: what a notification, a barrier of 2 or a
+    // reduction of 2 must cross), and memcpy of each size (what a transfer of the bytes must
+    // do at least once).
+    let (a, b) = limit::pair(&cpus).unwrap_or((0, 0));
+    if a == b {
+        report.note("no limit rows for latencies: fewer than 2 processors");
+    }
+    let limit_time = (opts.min_time / 5.0).max(0.01);
+    let mut half_rts: Vec<f64> = Vec::new();
+    let mut copies: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut runs: BTreeMap<&str, Vec<Results>> = BTreeMap::new();
+    for round in 0..ROUNDS {
+        if a != b {
+            let mut cands = [limit::round_trip(a, b)];
+            half_rts.push(compare(limit_time, &mut cands)[0].0 / 2.0 * 1e6);
+        }
+        let mut order = vec!["tiers"];
+        if gpi2_exe.is_some() {
+            order.push("gpi2");
+        }
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for imp in order {
+            progress(
+                opts,
+                format!("gaspi: round {} of {ROUNDS}, {imp}", round + 1),
+            );
+            let out = dir.join(format!("{imp}.out"));
+            let r = match (imp, &gpi2_exe) {
+                ("gpi2", Some(exe)) => run_gpi2(exe, &dir, &out, scale, pinned)?,
+                _ => run_tiers(&tiers_exe, &out, scale)?,
+            };
+            if imp == "tiers" {
+                for &(ref m, bytes) in r.keys() {
+                    if m == "pingpong" || m == "write_bw" {
+                        let mut cands = [limit::memcpy(bytes as usize)];
+                        let t = compare(limit_time, &mut cands)[0].0 * 1e6;
+                        copies.entry(bytes).or_default().push(t);
+                    }
+                }
+            }
+            runs.entry(imp).or_default().push(r);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let half_rt = (!half_rts.is_empty()).then(|| median(&half_rts));
+    let keys: Vec<(String, u64)> = runs["tiers"][0].keys().cloned().collect();
+    for (metric, bytes) in keys {
+        let params = [("op", json!(metric)), ("bytes", json!(bytes))];
+        for (imp, rs) in &runs {
+            let vals: Vec<f64> = rs
+                .iter()
+                .filter_map(|r| r.get(&(metric.clone(), bytes)))
+                .map(|&v| micros(&metric, bytes, v))
+                .collect();
+            if vals.is_empty() {
+                continue;
+            }
+            let row = report.push(imp, &params, median(&vals));
+            if metric == "write_bw" {
+                row.extra
+                    .push(("GB/s".into(), json!(bytes as f64 / median(&vals) / 1e3)));
+            }
+        }
+        let copy = || copies.get(&bytes).map_or(0.0, |v| median(v));
+        match (metric.as_str(), half_rt) {
+            ("pingpong", Some(h)) => {
+                let v = h + copy();
+                report.push_limit(
+                    &params,
+                    v,
+                    format!(
+                        "half a {} plus {}",
+                        limit::round_trip_note(a, b),
+                        limit::memcpy_note()
+                    ),
+                );
+            }
+            ("barrier" | "allreduce", Some(h)) => {
+                report.push_limit(
+                    &params,
+                    h,
+                    format!("half a {}", limit::round_trip_note(a, b)),
+                );
+            }
+            ("write_bw", _) => {
+                report.push_limit(&params, copy(), limit::memcpy_note());
+            }
+            _ => {}
+        }
+    }
+    report.note(format!(
+        "2 ranks pinned to cpus {pinned:?}; every value is the median of {ROUNDS} runs of the whole program per implementation, alternating, and each limit the median of its measurements beside them; write_bw rows are microseconds per write of `bytes` (GB/s beside), init the seconds of gaspi_proc_init in microseconds"
+    ));
+    Ok(Some(report))
+}
