@@ -8,6 +8,7 @@
 pub mod apps;
 pub mod bench;
 pub mod gaspi;
+pub mod is;
 mod outputs;
 pub mod pipeline;
 pub mod redblack;
@@ -73,6 +74,8 @@ pub enum Command {
     Gaspi(gaspi::GaspiArgs),
     /// RedBlack3D: red-black Gauss-Seidel on an N³ mesh across the job's ranks, halos exchanged with or without overlap; Total/Wait/Comp per variant.
     Redblack(redblack::RedBlackArgs),
+    /// NPB IS, the NAS integer sort, across the job's ranks in two-sided style: bucket sizes allreduced, keys exchanged by alltoallv, NPB's verification and Mop/s.
+    Is(is::IsArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -87,6 +90,7 @@ impl Command {
             Command::Run(a) => run::run(a),
             Command::Gaspi(a) => gaspi::run(a),
             Command::Redblack(a) => redblack::run(a),
+            Command::Is(a) => is::run(a),
             Command::App(c) => apps::run(c),
         }
     }
