@@ -89,3 +89,26 @@ fn bad_classes_and_rank_counts_are_refused() {
     assert_ne!(code, Some(0));
     assert!(err.contains("power of two"), "{err}");
 }
+
+#[test]
+fn bench_is_runs_tiers_and_its_limit_and_notes_a_missing_npb() {
+    let out = Command::new(TIERS)
+        .args(["bench", "is", "S", "--min-time", "0.01", "--", "2"])
+        .env_remove("TIERS_NPB_IS")
+        .output()
+        .expect("tiers runs");
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{err}");
+    let row = |imp: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(imp))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {imp} row in {text}"))
+    };
+    assert!(row("tiers") > 0.0 && row("limit") > 0.0, "{text}");
+    assert!(text.contains("npb-mpi skipped: set TIERS_NPB_IS"), "{text}");
+}

@@ -13,6 +13,7 @@
 mod apps;
 mod cluster;
 mod hybrid;
+mod is;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
@@ -214,6 +215,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the patterns against each other: threads, processes, mixes",
         launch: Launch::StartsRanks,
         run: hybrid::run,
+    },
+    Bench {
+        name: "is",
+        measures: "seconds of NPB IS's 10 timed iterations (class and ranks as arguments: `tiers bench is A -- 2`)",
+        peers: "NPB's own IS (NPB-MPI, C) under mpirun when TIERS_NPB_IS names its binary; limit = 3 copies of a rank's keys per iteration at memcpy bandwidth",
+        launch: Launch::StartsRanks,
+        run: is::run,
     },
 ];
 
