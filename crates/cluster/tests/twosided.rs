@@ -1,6 +1,8 @@
 //! Two-sided messaging (`tiers_cluster::twosided`) on the `local` engine (ranks are threads)
 //! and the `shm` engine (ranks are processes started by the launcher, which re-runs this test
-//! binary with the behaviour to play in `TIERS_TEST_SCENARIO`), each behaviour on 1 to 4 ranks.
+//! binary with the behaviour to play in `TIERS_TEST_SCENARIO`), each behaviour on 1 to 4 ranks;
+//! with the `mpi` feature also under `mpirun -n 2` and `-n 4`, ranks of a host sharing memory
+//! and every rank talking through MPI.
 
 use std::time::Duration;
 use tiers_cluster::launch::{End, Job};
@@ -293,7 +295,11 @@ fn child() {
         return;
     };
     let w = tiers_cluster::init().expect("init");
-    assert_eq!(w.engine_name(), "shm");
+    assert!(
+        matches!(w.engine_name(), "shm" | "mpi"),
+        "{}",
+        w.engine_name()
+    );
     if s == "peer_dies" {
         peer_dies(&w);
         return;
@@ -352,5 +358,40 @@ fn a_dead_peer_is_reported() {
         let mut want = vec![End::Exited(0); n];
         want[n - 1] = End::Signaled(libc::SIGKILL);
         assert_eq!(ends, want, "{n} ranks");
+    }
+}
+
+/// Every behaviour in one `mpirun` job per rank count and transport (skipped without `mpirun`).
+#[cfg(feature = "mpi")]
+#[test]
+fn every_behaviour_under_mpirun() {
+    let Some(mpirun) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("mpirun"))
+            .find(|p| p.is_file())
+    }) else {
+        eprintln!("mpirun not found: skipped");
+        return;
+    };
+    let exe = std::env::current_exe().unwrap();
+    for n in ["2", "4"] {
+        for host_local in ["1", "0"] {
+            for (name, _) in BEHAVIOURS {
+                let status = std::process::Command::new(&mpirun)
+                    .args(["-n", n, "--oversubscribe"])
+                    .args(["-x", &format!("TIERS_MPI_HOST_LOCAL={host_local}")])
+                    .args(["-x", &format!("{SCENARIO}={name}")])
+                    .arg(&exe)
+                    .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .expect("mpirun starts");
+                assert!(
+                    status.success(),
+                    "{name} on {n} ranks, host-local {host_local}"
+                );
+            }
+        }
     }
 }
