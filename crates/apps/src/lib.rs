@@ -14,6 +14,7 @@ pub mod distance;
 mod error;
 pub mod fasta;
 pub mod files;
+pub mod is;
 mod kernel;
 pub mod limits;
 pub mod matrix;

@@ -54,6 +54,7 @@ mod queue;
 mod segment;
 mod sys;
 mod timeout;
+pub mod twosided;
 mod wait;
 mod world;
 

@@ -14,6 +14,7 @@ mod apps;
 mod cluster;
 mod gaspi;
 mod hybrid;
+mod is;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
@@ -230,6 +231,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the same program linked against GPI-2 (GPI2_DIR: its install prefix, Ethernet device)",
         launch: Launch::StartsRanks,
         run: gaspi::run,
+    },
+    Bench {
+        name: "is",
+        measures: "seconds of NPB IS's 10 timed iterations (class and ranks as arguments: `tiers bench is A -- 2`)",
+        peers: "NPB's own IS (NPB-MPI, C) under mpirun when TIERS_NPB_IS names its binary; limit = 3 copies of a rank's keys per iteration at memcpy bandwidth",
+        launch: Launch::StartsRanks,
+        run: is::run,
     },
 ];
 

@@ -8,6 +8,7 @@
 pub mod apps;
 pub mod bench;
 pub mod gaspi;
+pub mod is;
 mod outputs;
 pub mod pipeline;
 pub mod plot;
@@ -60,6 +61,8 @@ pub enum Command {
     Redblack(redblack::RedBlackArgs),
     /// Draw the figure of a benchmark report (`tiers bench NAME --json`) as SVG or PNG.
     Plot(plot::PlotArgs),
+    /// NPB IS, the NAS integer sort, across the job's ranks in two-sided style: bucket sizes allreduced, keys exchanged by alltoallv, NPB's verification and Mop/s.
+    Is(is::IsArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -75,6 +78,7 @@ impl Command {
             Command::Gaspi(a) => gaspi::run(a),
             Command::Redblack(a) => redblack::run(a),
             Command::Plot(a) => plot::run(a),
+            Command::Is(a) => is::run(a),
             Command::App(c) => apps::run(c),
         }
     }

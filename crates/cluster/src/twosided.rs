@@ -1,0 +1,837 @@
+//! Two-sided messaging on the one-sided API: `send` / `recv` with a tag from a named source (no
+//! wildcard), and the collectives applications written in that style need (barrier, allreduce,
+//! alltoall, alltoallv). It uses only the public calls of a [`World`] (one segment, one queue,
+//! notifications), so it runs unchanged on every engine.
+//!
+//! ```
+//! use tiers_cluster::twosided::Comm;
+//! use tiers_cluster::{SegId, Timeout};
+//!
+//! let out = tiers_cluster::run_local(3, |w| {
+//!     let c = Comm::new(w, SegId(9), Timeout::Block).unwrap();
+//!     let (me, p) = (c.rank(), c.size());
+//!     // A ring: send to the right, receive from the left.
+//!     c.send((me + 1) % p, 7, &[me as u8; 5], Timeout::Block).unwrap();
+//!     let mut buf = [0u8; 16];
+//!     let n = c.recv((me + p - 1) % p, 7, &mut buf, Timeout::Block).unwrap();
+//!     c.barrier(Timeout::Block).unwrap();
+//!     (n, buf[0])
+//! }).unwrap();
+//! assert_eq!(out, vec![(5, 2), (5, 0), (5, 1)]);
+//! ```
+//!
+//! # Protocol
+//!
+//! The segment holds, for every ordered pair (sender → this rank), a ring of `slots` slots in
+//! the receiver's memory, and as many staging slots per destination at the sender (a one-sided
+//! write copies from a local segment). A slot is a 32-byte header (channel, tag, timestamp,
+//! message length, chunk length) and up to `slot_bytes - 32` bytes of payload; a longer message
+//! travels as consecutive chunks of one ring.
+//!
+//! - **Data**: the sender writes slot `n mod slots` of its ring at the receiver with
+//!   `write_notify`; notification `sender` of the receiver's segment then holds `n + 1` (mod
+//!   2³¹, never 0). Notifications are stored, not added, so the receiver reads the newest count
+//!   and takes every slot up to it: a write's notification is visible only after its data, and
+//!   the engines complete a target's earlier writes before its later notifications.
+//! - **Credit**: the receiver, having drained a ring, stores its count of slots taken in
+//!   notification `size + receiver` of the sender's segment; the sender writes slot `n` only
+//!   when `n - taken < slots`.
+//! - **Matching**: each message carries a logical timestamp, counted per (communicator, channel
+//!   and tag, sender, receiver); the receiver delivers the messages of one (sender, tag) in
+//!   timestamp order. What the receiver drains but nobody has asked for yet waits in a queue
+//!   of its own (unbounded, like MPI's unexpected messages).
+//! - **Buffering**: `send` copies the message into a per-destination outbox (the sender's log)
+//!   and returns once its last chunk is in the receiver's ring; what the receiver drains
+//!   waits at the receiver until asked for. Every call that waits also drains and pushes, so
+//!   two ranks sending to each other before receiving cannot deadlock, and a rank whose calls
+//!   have returned owes its peers nothing (it may block in a one-sided collective of the
+//!   [`World`] without stalling a receiver).
+//!
+//! The timestamps, the sender's log and the receiver's queues keyed by timestamp are what a
+//! replicated world needs on top: a receiver can pull a message by its (sender, tag, timestamp)
+//! from any replica of the sender that still logs it.
+
+use crate::collective::{
+    as_bytes, as_bytes_mut, combine, Collective, DataType, Op, Pod, Reducible,
+};
+use crate::error::{Error, Rank, Result};
+use crate::segment::Segment;
+use crate::timeout::{Deadline, Timeout};
+use crate::world::World;
+use crate::{Notification, SegId, NOTIFICATIONS};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+/// Bytes of a slot header.
+const HEADER: usize = 32;
+/// Notification values count slots modulo this (a value is never 0).
+const WRAP: u64 = 1 << 31;
+/// How long one wait for a notification lasts before the health of the peers is checked again.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// Channels: user messages and each collective have their own timestamps.
+const USER: u32 = 0;
+const BARRIER: u32 = 1;
+const ALLREDUCE: u32 = 2;
+const ALLTOALL: u32 = 3;
+
+/// Sizes of a [`Comm`]'s rings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Slots per ordered pair of ranks: how many chunks may be in flight to one receiver.
+    pub slots: usize,
+    /// Bytes of a slot, its 32-byte header included: the chunk size of a long message.
+    pub slot_bytes: usize,
+}
+
+impl Default for Options {
+    /// 8 slots of 32 KiB: 256 KiB in flight per pair keeps a large transfer streaming while the
+    /// receiver drains, and the segment (twice `size × slots × slot_bytes`) stays at 2 MiB for
+    /// 4 ranks.
+    fn default() -> Self {
+        Options {
+            slots: 8,
+            slot_bytes: 32 * 1024,
+        }
+    }
+}
+
+/// A message being sent: its destination's outbox entry.
+struct Outgoing {
+    channel: u32,
+    tag: u32,
+    stamp: u64,
+    data: Vec<u8>,
+    /// Bytes already written to the receiver's ring.
+    sent: usize,
+}
+
+/// A message being received chunk by chunk.
+struct Partial {
+    key: (u32, u32),
+    stamp: u64,
+    data: Vec<u8>,
+    total: usize,
+}
+
+/// A collective that timed out: which one and how many of its steps are done.
+#[derive(Clone, Copy)]
+struct Pending {
+    call: Collective,
+    channel: u32,
+    step: usize,
+}
+
+struct State {
+    /// Per destination: the next timestamp of each (channel, tag).
+    next_stamp: HashMap<(Rank, u32, u32), u64>,
+    /// Per source: the timestamp the next delivered message of each (channel, tag) must carry.
+    expect: HashMap<(Rank, u32, u32), u64>,
+    /// Drained, not yet delivered: (source, channel, tag) → timestamp → message.
+    arrived: HashMap<(Rank, u32, u32), BTreeMap<u64, Vec<u8>>>,
+    /// Per source: the message whose chunks are arriving.
+    partial: Vec<Option<Partial>>,
+    /// Per source: slots it has written to our ring (as its notification says) and we took.
+    written: Vec<u64>,
+    taken: Vec<u64>,
+    /// Per source: the count of taken slots we last told it.
+    told: Vec<u64>,
+    /// Per destination: the outbox, slots written there, and slots it has taken.
+    outbox: Vec<VecDeque<Outgoing>>,
+    pushed: Vec<u64>,
+    acked: Vec<u64>,
+    pending: Option<Pending>,
+}
+
+/// Two-sided messaging over one segment of a [`World`] (see the [module](self) notes).
+///
+/// Collective to create (every rank registers its segment). Meant for one thread: it is `Send`
+/// but not `Sync`. Only a `send` that timed out leaves a message in the outbox (later calls,
+/// or [`Comm::flush`], push it); dropping the `Comm` then loses it.
+pub struct Comm<'w> {
+    world: &'w World,
+    seg: Segment<'w>,
+    id: SegId,
+    me: Rank,
+    size: usize,
+    opts: Options,
+    state: RefCell<State>,
+}
+
+/// Encodes a slot count as a notification value.
+fn encode(n: u64) -> u32 {
+    (n % WRAP) as u32 + 1
+}
+
+/// The count a notification value stands for, knowing the count is at least `known` and less
+/// than `WRAP` beyond it.
+fn decode(known: u64, v: u32) -> u64 {
+    let v = u64::from(v) - 1;
+    known + (v + WRAP - known % WRAP) % WRAP
+}
+
+fn remaining(deadline: Deadline) -> Option<Timeout> {
+    deadline.slice(SLICE).map(Timeout::After)
+}
+
+trait Left {
+    /// The time left as a [`Timeout`] for a call that resumes.
+    fn timeout(self) -> Timeout;
+}
+
+impl Left for Deadline {
+    fn timeout(self) -> Timeout {
+        match self {
+            Deadline::Never => Timeout::Block,
+            Deadline::Now => Timeout::Test,
+            Deadline::At(t) => {
+                Timeout::After(t.saturating_duration_since(std::time::Instant::now()))
+            }
+        }
+    }
+}
+
+impl<'w> Comm<'w> {
+    /// Creates the communicator on segment `seg` (registered here, collectively) with the
+    /// default [`Options`].
+    ///
+    /// # Errors
+    ///
+    /// As [`World::segment_timeout`], and [`Error::Setup`] when the world has more than
+    /// `NOTIFICATIONS / 2` ranks (each rank uses two notifications per peer).
+    pub fn new(world: &'w World, seg: SegId, timeout: Timeout) -> Result<Comm<'w>> {
+        Comm::with_options(world, seg, Options::default(), timeout)
+    }
+
+    /// As [`Comm::new`] with ring sizes of one's own.
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::new`], and [`Error::Setup`] for no slots, a slot not larger than its header,
+    /// or a segment whose size overflows.
+    pub fn with_options(
+        world: &'w World,
+        seg: SegId,
+        opts: Options,
+        timeout: Timeout,
+    ) -> Result<Comm<'w>> {
+        let size = world.size();
+        if size > NOTIFICATIONS / 2 {
+            return Err(Error::Setup(format!(
+                "two-sided messaging needs 2 notifications per rank: {size} ranks > {}",
+                NOTIFICATIONS / 2
+            )));
+        }
+        if opts.slots == 0 || opts.slot_bytes <= HEADER || opts.slots as u64 >= WRAP {
+            return Err(Error::Setup(format!(
+                "two-sided rings need slots in 1..2^31 and slots over {HEADER} bytes, not {opts:?}"
+            )));
+        }
+        let bytes = size
+            .checked_mul(2)
+            .and_then(|x| x.checked_mul(opts.slots))
+            .and_then(|x| x.checked_mul(opts.slot_bytes))
+            .ok_or_else(|| Error::Setup(format!("two-sided segment size overflows: {opts:?}")))?;
+        let segment = world.segment_timeout(seg, bytes, timeout)?;
+        Ok(Comm {
+            world,
+            seg: segment,
+            id: seg,
+            me: world.rank(),
+            size,
+            opts,
+            state: RefCell::new(State {
+                next_stamp: HashMap::new(),
+                expect: HashMap::new(),
+                arrived: HashMap::new(),
+                partial: (0..size).map(|_| None).collect(),
+                written: vec![0; size],
+                taken: vec![0; size],
+                told: vec![0; size],
+                outbox: (0..size).map(|_| VecDeque::new()).collect(),
+                pushed: vec![0; size],
+                acked: vec![0; size],
+                pending: None,
+            }),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The world underneath.
+    pub fn world(&self) -> &'w World {
+        self.world
+    }
+
+    fn check_rank(&self, rank: Rank) -> Result<()> {
+        if rank >= self.size {
+            return Err(Error::NoSuchRank {
+                rank,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    fn payload(&self) -> usize {
+        self.opts.slot_bytes - HEADER
+    }
+
+    /// Offset of slot `i` of the ring from `src` (in this rank's segment, or the same offset in
+    /// `src`'s target's).
+    fn ring_slot(&self, src: Rank, i: u64) -> usize {
+        (src * self.opts.slots + (i % self.opts.slots as u64) as usize) * self.opts.slot_bytes
+    }
+
+    fn stage_slot(&self, dst: Rank, i: u64) -> usize {
+        ((self.size + dst) * self.opts.slots + (i % self.opts.slots as u64) as usize)
+            * self.opts.slot_bytes
+    }
+
+    /// Sends `data` to `dest` with `tag`: the message is copied into this rank's outbox, and
+    /// the call returns once all of it has reached the receiver's ring (the receiver takes it
+    /// whenever it next calls into its `Comm`). While it waits for credit it drains its own
+    /// rings, so two ranks sending to each other first do not deadlock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`], [`Error::PeerFailed`] when `dest` has failed, [`Error::Timeout`]
+    /// when the receiver did not make room in time (the message stays queued and leaves during
+    /// later calls; [`Comm::flush`] waits for it), and the errors of the one-sided calls
+    /// underneath.
+    pub fn send(&self, dest: Rank, tag: u32, data: &[u8], timeout: Timeout) -> Result<()> {
+        self.check_rank(dest)?;
+        self.post(dest, USER, tag, data.to_vec())?;
+        self.flush(timeout)
+    }
+
+    fn post(&self, dest: Rank, channel: u32, tag: u32, data: Vec<u8>) -> Result<()> {
+        if self.world.health(dest)?.is_gone() {
+            return Err(Error::PeerFailed(dest));
+        }
+        let mut st = self.state.borrow_mut();
+        let stamp = st.next_stamp.entry((dest, channel, tag)).or_insert(0);
+        let s = *stamp;
+        *stamp += 1;
+        st.outbox[dest].push_back(Outgoing {
+            channel,
+            tag,
+            stamp: s,
+            data,
+            sent: 0,
+        });
+        Ok(())
+    }
+
+    /// Receives the next message with `tag` from `src` into `buf`; returns its length. A
+    /// message longer than `buf` stays queued.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchRank`], [`Error::BufferTooSmall`], [`Error::Timeout`] when none came in
+    /// time (calling again resumes), [`Error::PeerFailed`] when `src` failed before sending
+    /// it, and the errors of the one-sided calls underneath.
+    pub fn recv(&self, src: Rank, tag: u32, buf: &mut [u8], timeout: Timeout) -> Result<usize> {
+        self.check_rank(src)?;
+        self.receive(src, USER, tag, timeout.deadline(), |m| {
+            if m.len() > buf.len() {
+                return Err(Error::BufferTooSmall {
+                    need: m.len(),
+                    have: buf.len(),
+                });
+            }
+            buf[..m.len()].copy_from_slice(m);
+            Ok(m.len())
+        })
+    }
+
+    /// As [`Comm::recv`], into a vector of the message's length.
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::recv`] (no `BufferTooSmall`).
+    pub fn recv_vec(&self, src: Rank, tag: u32, timeout: Timeout) -> Result<Vec<u8>> {
+        self.check_rank(src)?;
+        self.receive(src, USER, tag, timeout.deadline(), |m| Ok(m.to_vec()))
+    }
+
+    /// Waits for the next message of (`src`, `channel`, `tag`) and hands it to `take`, which may
+    /// refuse it (it then stays queued).
+    fn receive<R>(
+        &self,
+        src: Rank,
+        channel: u32,
+        tag: u32,
+        deadline: Deadline,
+        mut take: impl FnMut(&[u8]) -> Result<R>,
+    ) -> Result<R> {
+        loop {
+            {
+                let mut st = self.state.borrow_mut();
+                let st = &mut *st;
+                let key = (src, channel, tag);
+                let want = *st.expect.get(&key).unwrap_or(&0);
+                if let Some(q) = st.arrived.get_mut(&key) {
+                    if let Some(m) = q.get(&want) {
+                        let r = take(m)?;
+                        q.remove(&want);
+                        if q.is_empty() {
+                            st.arrived.remove(&key);
+                        }
+                        st.expect.insert(key, want + 1);
+                        return Ok(r);
+                    }
+                }
+            }
+            // Whether the source was gone before the drain: then what it sent has been drained.
+            let gone = self.world.health(src)?.is_gone();
+            self.progress(Deadline::Now)?;
+            if self.has(src, channel, tag) {
+                continue;
+            }
+            if gone {
+                return Err(Error::PeerFailed(src));
+            }
+            self.wait(deadline)?;
+        }
+    }
+
+    /// Waits for a notification of this communicator's segment (or the end of a slice).
+    fn wait(&self, deadline: Deadline) -> Result<()> {
+        let Some(t) = remaining(deadline) else {
+            return Err(Error::Timeout);
+        };
+        match self.world.notify_waitsome(self.id, 0..2 * self.size, t) {
+            Ok(_) | Err(Error::Timeout) => Ok(()),
+            // Another rank failed: the wait cannot sleep on notifications any more, so it
+            // naps; the caller checks the ranks it needs.
+            Err(Error::PeerFailed(_)) => {
+                if let Timeout::After(d) = t {
+                    std::thread::sleep(d.min(Duration::from_millis(1)));
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn has(&self, src: Rank, channel: u32, tag: u32) -> bool {
+        let st = self.state.borrow();
+        let key = (src, channel, tag);
+        let want = *st.expect.get(&key).unwrap_or(&0);
+        st.arrived.get(&key).is_some_and(|q| q.contains_key(&want))
+    }
+
+    /// Waits until every message sent has reached its receiver's ring (the receivers must be
+    /// calling into their `Comm`s to drain them).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] (calling again resumes), [`Error::PeerFailed`] when a receiver failed,
+    /// and the errors of the one-sided calls underneath.
+    pub fn flush(&self, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        loop {
+            self.progress(Deadline::Now)?;
+            let busy: Vec<Rank> = {
+                let st = self.state.borrow();
+                (0..self.size)
+                    .filter(|&d| !st.outbox[d].is_empty())
+                    .collect()
+            };
+            if busy.is_empty() {
+                return Ok(());
+            }
+            for d in busy {
+                if self.world.health(d)?.is_gone() {
+                    return Err(Error::PeerFailed(d));
+                }
+            }
+            self.wait(deadline)?;
+        }
+    }
+
+    /// One round of the progress engine: read the notifications, drain the rings, return
+    /// credit, push the outboxes. Never waits beyond the queue's completion.
+    fn progress(&self, deadline: Deadline) -> Result<()> {
+        let mut st = self.state.borrow_mut();
+        let st = &mut *st;
+        let p = self.size;
+        for r in 0..p {
+            let v = self.world.notify_reset(self.id, r)?;
+            if v != 0 {
+                st.written[r] = decode(st.written[r], v).max(st.written[r]);
+            }
+            let v = self.world.notify_reset(self.id, p + r)?;
+            if v != 0 {
+                st.acked[r] = decode(st.acked[r], v).max(st.acked[r]);
+            }
+        }
+        let q = self.world.queue(0)?;
+        let mut posted = false;
+        // Drain.
+        let mut header = [0u8; HEADER];
+        for src in 0..p {
+            while st.taken[src] < st.written[src] {
+                let off = self.ring_slot(src, st.taken[src]);
+                self.seg.read(off, &mut header)?;
+                let word = |i: usize| {
+                    u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
+                };
+                let (ct, stamp, total, chunk) = (word(0), word(1), word(2), word(3));
+                let key = ((ct >> 32) as u32, ct as u32);
+                let total = usize::try_from(total).map_err(|_| {
+                    Error::Setup(format!("message of {total} bytes from rank {src}"))
+                })?;
+                let chunk = (chunk as usize).min(self.payload());
+                let part = st.partial[src].get_or_insert_with(|| Partial {
+                    key,
+                    stamp,
+                    data: Vec::new(),
+                    total,
+                });
+                if part.data.is_empty() && part.total > 0 {
+                    part.data.try_reserve_exact(part.total).map_err(|_| {
+                        Error::Setup(format!("no memory for a message of {total} bytes"))
+                    })?;
+                }
+                let at = part.data.len();
+                let end = (at + chunk).min(part.total);
+                part.data.resize(end, 0);
+                self.seg.read(off + HEADER, &mut part.data[at..end])?;
+                st.taken[src] += 1;
+                if part.data.len() >= part.total {
+                    if let Some(done) = st.partial[src].take() {
+                        st.arrived
+                            .entry((src, done.key.0, done.key.1))
+                            .or_default()
+                            .insert(done.stamp, done.data);
+                    }
+                }
+            }
+            if st.taken[src] != st.told[src] {
+                let note = Notification {
+                    id: p + self.me,
+                    value: encode(st.taken[src]),
+                };
+                // A sender that has left needs no credit.
+                match q.notify(src, self.id, note) {
+                    Ok(()) => posted = true,
+                    Err(Error::PeerFailed(r)) if r == src => {}
+                    Err(e) => return Err(e),
+                }
+                st.told[src] = st.taken[src];
+            }
+        }
+        // Push.
+        let slots = self.opts.slots as u64;
+        let payload = self.payload();
+        for dst in 0..p {
+            while let Some(m) = st.outbox[dst].front_mut() {
+                if st.pushed[dst] - st.acked[dst] >= slots {
+                    break;
+                }
+                if q.posted() + 2 > self.world.depth {
+                    q.wait(remaining(deadline).unwrap_or(Timeout::Block))?;
+                }
+                let n = st.pushed[dst];
+                let chunk = (m.data.len() - m.sent).min(payload);
+                let stage = self.stage_slot(dst, n);
+                let mut h = [0u8; HEADER];
+                h[0..8].copy_from_slice(
+                    &((u64::from(m.channel) << 32) | u64::from(m.tag)).to_le_bytes(),
+                );
+                h[8..16].copy_from_slice(&m.stamp.to_le_bytes());
+                h[16..24].copy_from_slice(&(m.data.len() as u64).to_le_bytes());
+                h[24..32].copy_from_slice(&(chunk as u64).to_le_bytes());
+                self.seg.write(stage, &h)?;
+                self.seg
+                    .write(stage + HEADER, &m.data[m.sent..m.sent + chunk])?;
+                let note = Notification {
+                    id: self.me,
+                    value: encode(n + 1),
+                };
+                q.write_notify(
+                    self.id.at(stage),
+                    self.id.on(dst, self.ring_slot(self.me, n)),
+                    HEADER + chunk,
+                    note,
+                )?;
+                posted = true;
+                st.pushed[dst] = n + 1;
+                m.sent += chunk;
+                if m.sent >= m.data.len() {
+                    st.outbox[dst].pop_front();
+                }
+            }
+        }
+        if posted {
+            // The staging slots are reused only after the writes from them have completed.
+            q.wait(Timeout::Block)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the steps `start..steps` of a collective, remembering how far it got on a timeout.
+    fn collective(
+        &self,
+        call: Collective,
+        channel: u32,
+        steps: usize,
+        deadline: Deadline,
+        mut step: impl FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
+        let pending = self.state.borrow().pending;
+        let start = match pending {
+            None => 0,
+            Some(p) if p.call == call && p.channel == channel => p.step,
+            Some(p) => return Err(Error::mismatch(call, p.call, self.me)),
+        };
+        for s in start..steps {
+            match step(s) {
+                Ok(()) => {}
+                Err(Error::Timeout) => {
+                    self.state.borrow_mut().pending = Some(Pending {
+                        call,
+                        channel,
+                        step: s,
+                    });
+                    return Err(Error::Timeout);
+                }
+                Err(e) => {
+                    self.state.borrow_mut().pending = None;
+                    return Err(e);
+                }
+            }
+        }
+        // Everything this rank sent in the collective leaves before it returns (its receivers
+        // drain while they are in the collective, and leave it only after taking it).
+        match self.flush(deadline.timeout()) {
+            Err(Error::Timeout) => {
+                self.state.borrow_mut().pending = Some(Pending {
+                    call,
+                    channel,
+                    step: steps,
+                });
+                Err(Error::Timeout)
+            }
+            r => {
+                self.state.borrow_mut().pending = None;
+                r
+            }
+        }
+    }
+
+    /// Collective barrier over messages (dissemination: ⌈log₂ size⌉ rounds), so that ranks
+    /// waiting in it keep draining and pushing. After `Err(Timeout)`, calling it again resumes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::PeerFailed`], [`Error::CollectiveMismatch`] when this rank
+    /// has another collective of this `Comm` pending after a timeout.
+    pub fn barrier(&self, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        let (me, p) = (self.me, self.size);
+        let rounds = (usize::BITS - (p - 1).leading_zeros()) as usize;
+        self.collective(Collective::Barrier, BARRIER, 2 * rounds, deadline, |s| {
+            let dist = 1usize << (s / 2);
+            if s % 2 == 0 {
+                self.post((me + dist) % p, BARRIER, (s / 2) as u32, Vec::new())?;
+                self.progress(deadline)
+            } else {
+                self.receive(
+                    (me + p - dist) % p,
+                    BARRIER,
+                    (s / 2) as u32,
+                    deadline,
+                    |_| Ok(()),
+                )
+            }
+        })
+    }
+
+    /// Collective: `output[i] = op over all ranks of input[i]`. Every rank's input goes to every
+    /// rank, which folds them in rank order: a float sum has the same bits everywhere. After
+    /// `Err(Timeout)`, calling it again with the same arguments resumes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] when `input` and `output` differ in length or another rank's
+    /// input has another length, and as [`Comm::barrier`].
+    pub fn allreduce<T: Reducible>(
+        &self,
+        input: &[T],
+        output: &mut [T],
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()> {
+        if input.len() != output.len() {
+            return Err(Error::LengthMismatch {
+                input: input.len(),
+                output: output.len(),
+            });
+        }
+        let deadline = timeout.deadline();
+        let (me, p) = (self.me, self.size);
+        let call = Collective::Allreduce {
+            len: input.len(),
+            ty: T::TYPE,
+            op,
+        };
+        let ty: DataType = T::TYPE;
+        let bytes = as_bytes(input);
+        let out = as_bytes_mut(output);
+        self.collective(call, ALLREDUCE, 1 + p, deadline, |s| {
+            if s == 0 {
+                for d in (0..p).filter(|&d| d != me) {
+                    self.post(d, ALLREDUCE, 0, bytes.to_vec())?;
+                }
+                return self.progress(deadline);
+            }
+            let src = s - 1;
+            if src == me {
+                if src == 0 {
+                    out.copy_from_slice(bytes);
+                } else {
+                    combine(ty, op, out, bytes);
+                }
+                return Ok(());
+            }
+            self.receive(src, ALLREDUCE, 0, deadline, |m| {
+                if m.len() != out.len() {
+                    return Err(Error::LengthMismatch {
+                        input: m.len() / ty.size(),
+                        output: out.len() / ty.size(),
+                    });
+                }
+                if src == 0 {
+                    out.copy_from_slice(m);
+                } else {
+                    combine(ty, op, out, m);
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Collective: block `d` of `send` (`send.len() / size` elements) goes to rank `d`, block
+    /// `s` of `recv` comes from rank `s`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] when `send` and `recv` differ in length or are not a multiple
+    /// of the size, and as [`Comm::alltoallv`].
+    pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T], timeout: Timeout) -> Result<()> {
+        if send.len() != recv.len() || send.len() % self.size != 0 {
+            return Err(Error::LengthMismatch {
+                input: send.len(),
+                output: recv.len(),
+            });
+        }
+        let counts = vec![send.len() / self.size; self.size];
+        self.alltoallv(send, &counts, recv, &counts, timeout)
+    }
+
+    /// Collective: the `send_counts[d]` elements of `send` after those of ranks `0..d` go to
+    /// rank `d`; `recv` gets `recv_counts[s]` elements from each rank `s`, in rank order. After
+    /// `Err(Timeout)`, calling it again with the same arguments resumes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] when a count list is not one per rank, the counts do not add
+    /// up to the buffer's length, or a rank sent other than `recv_counts` says;
+    /// [`Error::Timeout`], [`Error::PeerFailed`], [`Error::CollectiveMismatch`] as for
+    /// [`Comm::barrier`].
+    pub fn alltoallv<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        timeout: Timeout,
+    ) -> Result<()> {
+        let p = self.size;
+        let sum = |c: &[usize]| c.iter().try_fold(0usize, |a, &x| a.checked_add(x));
+        if send_counts.len() != p || recv_counts.len() != p {
+            return Err(Error::LengthMismatch {
+                input: send_counts.len(),
+                output: p,
+            });
+        }
+        if sum(send_counts) != Some(send.len()) || sum(recv_counts) != Some(recv.len()) {
+            return Err(Error::LengthMismatch {
+                input: send.len(),
+                output: recv.len(),
+            });
+        }
+        let elem = std::mem::size_of::<T>();
+        let starts = |c: &[usize]| {
+            c.iter()
+                .scan(0usize, |a, &x| {
+                    let s = *a;
+                    *a += x;
+                    Some(s * elem)
+                })
+                .collect::<Vec<_>>()
+        };
+        let (soff, roff) = (starts(send_counts), starts(recv_counts));
+        let deadline = timeout.deadline();
+        let me = self.me;
+        let sbytes = as_bytes(send);
+        let rbytes = as_bytes_mut(recv);
+        self.collective(Collective::Unknown, ALLTOALL, p, deadline, |s| {
+            if s == 0 {
+                for i in 1..p {
+                    let d = (me + i) % p;
+                    let (a, n) = (soff[d], send_counts[d] * elem);
+                    self.post(d, ALLTOALL, 0, sbytes[a..a + n].to_vec())?;
+                }
+                let (a, n) = (soff[me], send_counts[me] * elem);
+                let (b, m) = (roff[me], recv_counts[me] * elem);
+                if n != m {
+                    return Err(Error::LengthMismatch {
+                        input: n / elem.max(1),
+                        output: m / elem.max(1),
+                    });
+                }
+                rbytes[b..b + m].copy_from_slice(&sbytes[a..a + n]);
+                return self.progress(deadline);
+            }
+            let src = (me + p - s) % p;
+            let (b, m) = (roff[src], recv_counts[src] * elem);
+            self.receive(src, ALLTOALL, 0, deadline, |msg| {
+                if msg.len() != m {
+                    return Err(Error::LengthMismatch {
+                        input: msg.len() / elem.max(1),
+                        output: m / elem.max(1),
+                    });
+                }
+                rbytes[b..b + m].copy_from_slice(msg);
+                Ok(())
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_survive_the_wrap() {
+        for known in [0, 5, WRAP - 3, WRAP, 3 * WRAP + 17] {
+            for ahead in [0, 1, 7, 1000] {
+                assert_eq!(decode(known, encode(known + ahead)), known + ahead);
+            }
+        }
+    }
+}
