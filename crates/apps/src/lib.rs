@@ -13,6 +13,7 @@ pub mod compare;
 pub mod distance;
 mod error;
 pub mod fasta;
+pub mod fft2d;
 pub mod files;
 mod kernel;
 pub mod limits;
