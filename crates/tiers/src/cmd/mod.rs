@@ -7,6 +7,7 @@
 
 pub mod apps;
 pub mod bench;
+pub mod fft2d;
 pub mod gaspi;
 mod outputs;
 pub mod pipeline;
@@ -73,6 +74,8 @@ pub enum Command {
     Gaspi(gaspi::GaspiArgs),
     /// RedBlack3D: red-black Gauss-Seidel on an N³ mesh across the job's ranks, halos exchanged with or without overlap; Total/Wait/Comp per variant.
     Redblack(redblack::RedBlackArgs),
+    /// A complex N×N 2-D FFT across the job's ranks and threads, the transpose overlapped with the first pass or not; .npy in and out.
+    Fft2d(fft2d::Fft2dArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -87,6 +90,7 @@ impl Command {
             Command::Run(a) => run::run(a),
             Command::Gaspi(a) => gaspi::run(a),
             Command::Redblack(a) => redblack::run(a),
+            Command::Fft2d(a) => fft2d::run(a),
             Command::App(c) => apps::run(c),
         }
     }
