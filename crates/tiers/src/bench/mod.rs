@@ -12,6 +12,7 @@
 
 mod apps;
 mod cluster;
+mod fft2d;
 mod hybrid;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -207,6 +208,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the variants against each other; limit = computation alone",
         launch: Launch::Ranks,
         run: redblack::run,
+    },
+    Bench {
+        name: "fft2d",
+        measures: "ms per complex N x N 2-D FFT (default N 1024; `-- N`) across the job's ranks: transpose overlapped with the first pass vs after it",
+        peers: "the same 1-D plans serially in one process; FFTW's MPI 2-D transform on as many MPI ranks (when libfftw3-mpi-dev and mpicc are there); limit = memcpy of the data three times",
+        launch: Launch::Ranks,
+        run: fft2d::run,
     },
     Bench {
         name: "hybrid",
