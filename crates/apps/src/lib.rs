@@ -18,6 +18,7 @@ pub mod files;
 mod kernel;
 pub mod limits;
 pub mod matrix;
+pub mod md;
 pub mod mds;
 pub mod model;
 pub mod projection;

@@ -9,6 +9,7 @@ pub mod apps;
 pub mod bench;
 pub mod fft2d;
 pub mod gaspi;
+pub mod md;
 mod outputs;
 pub mod pipeline;
 pub mod redblack;
@@ -76,6 +77,8 @@ pub enum Command {
     Redblack(redblack::RedBlackArgs),
     /// A complex N×N 2-D FFT across the job's ranks and threads, the transpose overlapped with the first pass or not; .npy in and out.
     Fft2d(fft2d::Fft2dArgs),
+    /// Lennard-Jones molecular dynamics across the job's ranks and threads, positions broadcast each step overlapped with the forces or by a blocking allgather.
+    Md(md::MdArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -91,6 +94,7 @@ impl Command {
             Command::Gaspi(a) => gaspi::run(a),
             Command::Redblack(a) => redblack::run(a),
             Command::Fft2d(a) => fft2d::run(a),
+            Command::Md(a) => md::run(a),
             Command::App(c) => apps::run(c),
         }
     }
