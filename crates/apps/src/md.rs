@@ -166,8 +166,8 @@ pub enum Variant {
     Overlap,
     /// Every chunk is waited for first (a blocking allgather), then the forces.
     Allgather,
-    /// No broadcast at all: every rank's own chunks only (a wrong answer across ranks; the
-    /// time of the computation alone, for benchmarks).
+    /// One broadcast of the initial positions, then every step's forces from those (a wrong
+    /// answer across ranks; the time of the computation alone, for benchmarks).
     Limit,
 }
 
@@ -276,14 +276,25 @@ pub fn simulate(
     // then per particle the sum of its chunk sums in chunk order.
     let mut forces =
         |x: &[f64], acc: &mut [f64], pe: &mut [f64], tm: &mut Times, phase: usize| -> Result<()> {
-            let b = phase % 2;
+            // `Limit` broadcasts once, at phase 0 into segment 0, and then computes every
+            // chunk from those stale positions: the full computation, no communication.
+            let b = if variant == Variant::Limit {
+                0
+            } else {
+                phase % 2
+            };
+            let mode = if variant == Variant::Limit && phase == 0 {
+                Variant::Allgather
+            } else {
+                variant
+            };
             let (seg, id) = (&segs[b], SEGS[b]);
             let base = seg.as_ptr().cast::<f64>();
             // SAFETY: this rank's own range of the segment, written by nobody else (the other
             // ranks write only their own ranges); no write from it is in flight (waited below
             // in the phase before last, which used this buffer).
             unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), base.add(3 * mine.start), x.len()) };
-            if variant != Variant::Limit && m > 0 {
+            if mode != Variant::Limit && m > 0 {
                 for d in (0..size).filter(|&d| d != me && !parts_of(d).is_empty()) {
                     q.write_notify(
                         id.at(3 * mine.start * 8),
@@ -326,8 +337,14 @@ pub fn simulate(
             let others: Vec<usize> = (0..size)
                 .filter(|&s| m > 0 && s != me && !parts_of(s).is_empty())
                 .collect();
-            match variant {
-                Variant::Limit => compute(me, tm),
+            match mode {
+                Variant::Limit => {
+                    for s in 0..size {
+                        if m > 0 && !parts_of(s).is_empty() {
+                            compute(s, tm);
+                        }
+                    }
+                }
                 Variant::Overlap => {
                     compute(me, tm);
                     for _ in 0..others.len() {
@@ -360,14 +377,9 @@ pub fn simulate(
             q.wait(Timeout::Block).map_err(cluster)?;
             tm.wait += w0.elapsed().as_secs_f64();
             let c0 = Instant::now();
-            let used: Range<usize> = if variant == Variant::Limit {
-                my_chunks.clone()
-            } else {
-                0..nc
-            };
             for li in 0..m {
                 let mut s = [0.0; 4];
-                for c in used.clone() {
+                for c in 0..nc {
                     let p = partial[li * nc + c];
                     for k in 0..4 {
                         s[k] += p[k];
@@ -429,7 +441,15 @@ pub fn simulate(
 
     // The final state at rank 0: velocities (and for `Limit` positions) into its segment of
     // the last phase.
-    let b = phase % 2;
+    let b = if variant == Variant::Limit {
+        0
+    } else {
+        phase % 2
+    };
+    if variant == Variant::Limit {
+        // Rank 0 may still read the stale positions the writes below replace.
+        w.barrier(Timeout::Block).map_err(cluster)?;
+    }
     let (seg, id) = (&segs[b], SEGS[b]);
     let base = seg.as_ptr().cast::<f64>();
     let vo = 3 * n + 3 * mine.start;

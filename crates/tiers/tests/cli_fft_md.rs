@@ -120,3 +120,71 @@ fn fft2d_refuses_bad_inputs_and_outputs() {
     assert!(e.contains("bad.npy"), "{e}");
     assert!(!std::path::Path::new(&dir.path("x.txt")).exists());
 }
+
+#[test]
+fn md_gives_the_same_trajectory_for_every_pattern_and_variant() {
+    let dir = Dir::new("md");
+    let mut want: Option<Vec<Vec<u8>>> = None;
+    for (t, m) in PATTERNS {
+        for v in ["overlap", "allgather"] {
+            let files = [
+                dir.path(&format!("x-{t}-{m}-{v}.npy")),
+                dir.path(&format!("v-{t}-{m}-{v}.npy")),
+                dir.path(&format!("e-{t}-{m}-{v}.csv")),
+            ];
+            let text = pattern(
+                t,
+                m,
+                &[
+                    "md",
+                    "--n",
+                    "70",
+                    "--steps",
+                    "200",
+                    "--variant",
+                    v,
+                    "--out-x",
+                    &files[0],
+                    "--out-v",
+                    &files[1],
+                    "--energy",
+                    &files[2],
+                ],
+            );
+            assert!(text.contains(&format!("ranks={m}")), "{text}");
+            let drift: f64 = text
+                .split("largest relative drift ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("no drift in {text}"));
+            assert!(drift < 1e-4, "{drift}");
+            let got: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+            let energies = String::from_utf8(got[2].clone()).unwrap();
+            assert_eq!(energies.lines().count(), 202, "header and steps 0..=200");
+            match &want {
+                None => want = Some(got),
+                Some(w) => assert!(w == &got, "{t} x {m} {v}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn md_refuses_bad_parameters() {
+    let dir = Dir::new("md-bad");
+    for (args, says) in [
+        (&["md", "--n", "1"][..], "out of range"),
+        (&["md", "--dt", "0"][..], "out of range"),
+        (&["md", "--density", "9"][..], "out of range"),
+        (&["md", "--n", "99999999"][..], "out of range"),
+    ] {
+        let e = fail(args);
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+    let x = dir.path("x.npy");
+    let e = fail(&["md", "--n", "8", "--out-x", &x, "--out-v", &x]);
+    assert!(e.contains("both name"), "{e}");
+    let e = fail(&["md", "--n", "8", "--energy", &dir.path("e.npy")]);
+    assert!(e.contains("unknown output format"), "{e}");
+}

@@ -14,6 +14,7 @@ mod apps;
 mod cluster;
 mod fft2d;
 mod hybrid;
+mod md;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
@@ -215,6 +216,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the same 1-D plans serially in one process; FFTW's MPI 2-D transform on as many MPI ranks (when libfftw3-mpi-dev and mpicc are there); limit = memcpy of the data three times",
         launch: Launch::Ranks,
         run: fft2d::run,
+    },
+    Bench {
+        name: "md",
+        measures: "Lennard-Jones steps per second (default N 2048; `-- N`) across the job's ranks: positions broadcast overlapped with the forces",
+        peers: "a blocking allgather before the forces (the MPI-style peer); limit = the forces alone, no broadcast",
+        launch: Launch::Ranks,
+        run: md::run,
     },
     Bench {
         name: "hybrid",
