@@ -188,3 +188,61 @@ fn md_refuses_bad_parameters() {
     let e = fail(&["md", "--n", "8", "--energy", &dir.path("e.npy")]);
     assert!(e.contains("unknown output format"), "{e}");
 }
+
+/// The implementations of a benchmark's JSON report, each with a positive value.
+fn bench_impls(args: &[&str]) -> Vec<String> {
+    let out = ok(args);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON: {e}\n{out}"));
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let x = r["value"].as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite() && x > 0.0, "{r}");
+            r["impl"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn the_benchmarks_run_across_ranks_with_their_limit_rows() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let fft = bench_impls(&[
+        "run",
+        "-n",
+        "2",
+        "--no-pin",
+        "--",
+        exe,
+        "bench",
+        "fft2d",
+        "--threads",
+        "1",
+        "--json",
+        "--",
+        "64",
+    ]);
+    for want in ["tiers-overlap", "tiers-plain", "serial", "limit"] {
+        assert!(fft.iter().any(|i| i == want), "{want} in {fft:?}");
+    }
+    let md = bench_impls(&[
+        "run",
+        "-n",
+        "2",
+        "--no-pin",
+        "--",
+        exe,
+        "bench",
+        "md",
+        "--threads",
+        "1",
+        "--json",
+        "--",
+        "64",
+    ]);
+    for want in ["tiers-overlap", "allgather", "limit"] {
+        assert!(md.iter().any(|i| i == want), "{want} in {md:?}");
+    }
+}

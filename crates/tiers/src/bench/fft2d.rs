@@ -79,10 +79,13 @@ fn run_fftw(exe: &Path, ranks: usize, n: usize, reps: usize) -> Result<f64, Stri
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| {
             let err = String::from_utf8_lossy(&out.stderr);
-            format!(
-                "mpirun -n {ranks} fftw_mpi_2d failed: {}",
-                err.lines().last().unwrap_or("no output")
-            )
+            // mpirun frames its messages in lines of dashes: the first line of text says why.
+            let why = err
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.chars().all(|c| c == '-'))
+                .unwrap_or("no output");
+            format!("mpirun -n {ranks} fftw_mpi_2d failed: {why}")
         })
 }
 
