@@ -112,6 +112,8 @@ fn fft2d_refuses_bad_inputs_and_outputs() {
     assert!(e.contains("out of range"), "{e}");
     let e = fail(&["fft2d", "--n", "1000000"]);
     assert!(e.contains("out of range"), "{e}");
+    let e = fail(&["fft2d", "--n", "8", "--threads", "100000"]);
+    assert!(e.contains("out of range"), "{e}");
     let e = fail(&["fft2d", "--n", "8", "--out", &dir.path("x.txt")]);
     assert!(e.contains("unknown output format"), "{e}");
     let bad = dir.path("bad.npy");
@@ -178,6 +180,7 @@ fn md_refuses_bad_parameters() {
         (&["md", "--dt", "0"][..], "out of range"),
         (&["md", "--density", "9"][..], "out of range"),
         (&["md", "--n", "99999999"][..], "out of range"),
+        (&["md", "--threads", "100000"][..], "out of range"),
     ] {
         let e = fail(args);
         assert!(e.contains(says), "{args:?}: {e}");

@@ -9,6 +9,9 @@ use std::path::PathBuf;
 use tiers_apps::fft2d::{self, Dist, Variant};
 use tiers_cluster::{Op, Timeout, World};
 
+/// The most threads per rank `tiers fft2d` and `tiers md` start (each is an OS thread).
+pub const MAX_THREADS: usize = 1024;
+
 /// How the transpose meets the first pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum VariantArg {
@@ -61,6 +64,13 @@ pub struct Fft2dArgs {
 pub fn run(a: Fft2dArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.threads == 0 || a.blocks == 0 {
         return Err("tiers fft2d: --threads and --blocks must be at least 1".into());
+    }
+    if a.threads > MAX_THREADS {
+        return Err(format!(
+            "tiers fft2d: --threads {} is out of range 1..={MAX_THREADS}",
+            a.threads
+        )
+        .into());
     }
     if a.input.is_none() {
         fft2d::check_n(a.n, 2)?;

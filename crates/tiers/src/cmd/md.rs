@@ -71,8 +71,13 @@ pub struct MdArgs {
 
 /// Runs `tiers md`.
 pub fn run(a: MdArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if a.threads == 0 {
-        return Err("tiers md: --threads must be at least 1".into());
+    if a.threads == 0 || a.threads > super::fft2d::MAX_THREADS {
+        return Err(format!(
+            "tiers md: --threads {} is out of range 1..={}",
+            a.threads,
+            super::fft2d::MAX_THREADS
+        )
+        .into());
     }
     let o = Options {
         n: a.n,
