@@ -12,9 +12,11 @@
 
 mod apps;
 mod cluster;
+mod fft2d;
 mod gaspi;
 mod hybrid;
 mod is;
+mod md;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod node;
@@ -217,6 +219,20 @@ pub static BENCHES: &[Bench] = &[
         peers: "local worlds under eager, lazy and proxy; the launched world (shm or mpi); under mpirun: MPI_Put + MPI_Win_flush; limit = memcpy",
         launch: Launch::Ranks,
         run: overlap::run,
+    },
+    Bench {
+        name: "fft2d",
+        measures: "ms per complex N x N 2-D FFT (default N 1024; `-- N`) across the job's ranks: transpose overlapped with the first pass vs after it",
+        peers: "the same 1-D plans serially in one process; FFTW's MPI 2-D transform on as many MPI ranks (when libfftw3-mpi-dev and mpicc are there); limit = memcpy of the data three times",
+        launch: Launch::Ranks,
+        run: fft2d::run,
+    },
+    Bench {
+        name: "md",
+        measures: "Lennard-Jones steps per second (default N 2048; `-- N`) across the job's ranks: positions broadcast overlapped with the forces",
+        peers: "a blocking allgather before the forces (the MPI-style peer); limit = the forces alone, no broadcast",
+        launch: Launch::Ranks,
+        run: md::run,
     },
     Bench {
         name: "hybrid",

@@ -7,8 +7,10 @@
 
 pub mod apps;
 pub mod bench;
+pub mod fft2d;
 pub mod gaspi;
 pub mod is;
+pub mod md;
 mod outputs;
 pub mod pipeline;
 pub mod plot;
@@ -63,6 +65,10 @@ pub enum Command {
     Plot(plot::PlotArgs),
     /// NPB IS, the NAS integer sort, across the job's ranks in two-sided style: bucket sizes allreduced, keys exchanged by alltoallv, NPB's verification and Mop/s.
     Is(is::IsArgs),
+    /// A complex N×N 2-D FFT across the job's ranks and threads, the transpose overlapped with the first pass or not; .npy in and out.
+    Fft2d(fft2d::Fft2dArgs),
+    /// Lennard-Jones molecular dynamics across the job's ranks and threads, positions broadcast each step overlapped with the forces or by a blocking allgather.
+    Md(md::MdArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -79,6 +85,8 @@ impl Command {
             Command::Redblack(a) => redblack::run(a),
             Command::Plot(a) => plot::run(a),
             Command::Is(a) => is::run(a),
+            Command::Fft2d(a) => fft2d::run(a),
+            Command::Md(a) => md::run(a),
             Command::App(c) => apps::run(c),
         }
     }

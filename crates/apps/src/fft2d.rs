@@ -1,0 +1,744 @@
+//! A complex N×N two-dimensional FFT, on one process and across the ranks of a `World`.
+//!
+//! X[k1][k2] = Σ_{i,j} x[i][j] e^{−2πi(k1·i + k2·j)/N}, unnormalized, as numpy's `fft2`.
+//! It is computed as 1-D FFTs of the rows (rustfft), a transpose, 1-D FFTs of the rows again:
+//! that leaves Xᵀ, which one more (local) transpose turns into X.
+//!
+//! Across ranks ([`Dist`]) each rank owns a contiguous block of rows, so the transpose is an
+//! all-to-all: rank r sends to rank d the columns d owns of every row r owns. The overlapped
+//! variant ([`Variant::Overlap`], seed 004's Fig. 6) splits the first pass into blocks of
+//! rows and writes each finished block to its destinations with a notified write while the
+//! next block is transformed; [`Variant::Plain`] transforms every row first and then sends.
+//! A rank ends holding its rows of Xᵀ, i.e. its columns of X; [`Dist::gather`] assembles X
+//! at rank 0.
+//!
+//! Every 1-D transform is the same rustfft plan on the same data whatever the split, and the
+//! transposes only move numbers, so every pattern of ranks and threads gives the same bits as
+//! [`fft2d`] on one thread.
+
+use crate::{limits, Error, Result};
+use num_complex::Complex64;
+use rustfft::{Fft, FftPlanner};
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tiers_cluster::decomp::split;
+use tiers_cluster::{Notification, SegId, Segment, Timeout, World};
+
+/// The largest N accepted: 2^15 (an N×N complex128 array of 16 GiB); the memory of the
+/// machine is checked as well.
+pub const MAX_N: usize = 1 << 15;
+
+/// Bytes of one complex128.
+const C16: usize = 16;
+
+/// The segment each rank packs its outgoing blocks into.
+const SEND_SEG: SegId = SegId(20);
+/// The segment each rank receives its strip of columns into.
+const RECV_SEG: SegId = SegId(21);
+/// The segment rank 0 gathers the result into.
+const OUT_SEG: SegId = SegId(22);
+
+/// Checks N: 1 ..= [`MAX_N`], and an N×N complex128 array (`copies` of it) fits in memory.
+/// Returns the bytes of one array.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] naming N.
+pub fn check_n(n: usize, copies: usize) -> Result<usize> {
+    if n == 0 || n > MAX_N {
+        return Err(Error::Invalid(format!(
+            "fft2d: N = {n} is out of range 1..={MAX_N}"
+        )));
+    }
+    let elems = limits::mul("fft2d: N x N", n, n)?;
+    limits::check_alloc(
+        &format!("fft2d: {copies} arrays of {n} x {n} complex128"),
+        limits::mul("fft2d: arrays", elems, copies)?,
+        C16,
+    )?;
+    Ok(elems * C16)
+}
+
+/// A 1-D plan of length `n` (rustfft picks the algorithm once per length).
+pub fn plan(n: usize) -> Arc<dyn Fft<f64>> {
+    FftPlanner::new().plan_fft_forward(n)
+}
+
+/// Rows `rows` of the input generated from `seed`: real and imaginary parts uniform in
+/// [−1, 1), each row from its own stream, so any block of rows is the same numbers whoever
+/// generates it.
+pub fn generate_rows(seed: u64, n: usize, rows: Range<usize>) -> Vec<Complex64> {
+    let mut out = Vec::with_capacity(rows.len() * n);
+    for i in rows {
+        let mut rng = crate::rng::Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for _ in 0..n {
+            let re = rng.f64() * 2.0 - 1.0;
+            let im = rng.f64() * 2.0 - 1.0;
+            out.push(Complex64::new(re, im));
+        }
+    }
+    out
+}
+
+/// Runs `f(first_row, rows)` on `threads` contiguous parts of the rows of `data` (rows of
+/// `n`), thread 0 on the caller.
+fn par_rows<T: Send>(data: &mut [T], n: usize, threads: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let rows = data.len().checked_div(n).unwrap_or(0);
+    let threads = threads.clamp(1, rows.max(1));
+    if threads == 1 {
+        f(0, data);
+        return;
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let mut rest = data;
+        let mut mine = None;
+        for t in 0..threads {
+            let r = split(rows, threads, t);
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(r.len() * n);
+            rest = tail;
+            if t == 0 {
+                mine = Some((r.start, part));
+            } else {
+                s.spawn(move || f(r.start, part));
+            }
+        }
+        if let Some((first, part)) = mine {
+            f(first, part);
+        }
+    });
+}
+
+/// 1-D FFTs of every row of `data` (rows of `n`), in place, on `threads` threads.
+fn row_ffts(fft: &Arc<dyn Fft<f64>>, data: &mut [Complex64], n: usize, threads: usize) {
+    par_rows(data, n, threads, |_, rows| {
+        if rows.is_empty() {
+            return;
+        }
+        let mut scratch = vec![Complex64::default(); fft.get_inplace_scratch_len()];
+        fft.process_with_scratch(rows, &mut scratch);
+    });
+}
+
+/// The side of the tiles of a blocked transpose (a 32×32 tile of complex128 is 16 KiB).
+const TILE: usize = 32;
+
+/// `dst[j][i] = src[i][j]` for `src` of `rows` × `cols`, on `threads` threads (split over the
+/// rows of `dst`).
+fn transpose(src: &[Complex64], rows: usize, cols: usize, dst: &mut [Complex64], threads: usize) {
+    par_rows(dst, rows, threads, |first, part| {
+        let my_cols = part.len().checked_div(rows).unwrap_or(0);
+        for j0 in (0..my_cols).step_by(TILE) {
+            for i0 in (0..rows).step_by(TILE) {
+                for j in j0..(j0 + TILE).min(my_cols) {
+                    for i in i0..(i0 + TILE).min(rows) {
+                        part[j * rows + i] = src[i * cols + first + j];
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The 2-D FFT of the `n`×`n` row-major `data`, in place, on `threads` threads.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] when `data` is not `n`×`n` or N is out of range.
+pub fn fft2d(n: usize, data: &mut [Complex64], threads: usize) -> Result<()> {
+    check_n(n, 2)?;
+    if data.len() != n * n {
+        return Err(Error::Invalid(format!(
+            "fft2d: {} values are not {n} x {n}",
+            data.len()
+        )));
+    }
+    let fft = plan(n);
+    row_ffts(&fft, data, n, threads);
+    let mut t = vec![Complex64::default(); n * n];
+    transpose(data, n, n, &mut t, threads);
+    row_ffts(&fft, &mut t, n, threads);
+    transpose(&t, n, n, data, threads);
+    Ok(())
+}
+
+/// The 2-D DFT by its definition, O(N⁴): the reference of the tests.
+pub fn naive_dft2d(n: usize, x: &[Complex64]) -> Vec<Complex64> {
+    let w = |k: usize| {
+        let a = -2.0 * std::f64::consts::PI * (k % n) as f64 / n as f64;
+        Complex64::new(a.cos(), a.sin())
+    };
+    let mut out = vec![Complex64::default(); n * n];
+    for k1 in 0..n {
+        for k2 in 0..n {
+            let mut s = Complex64::default();
+            for i in 0..n {
+                for j in 0..n {
+                    s += x[i * n + j] * w(k1 * i + k2 * j);
+                }
+            }
+            out[k1 * n + k2] = s;
+        }
+    }
+    out
+}
+
+/// How the transpose meets the first pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// Each finished block of rows is sent while the next is transformed.
+    Overlap,
+    /// Every row is transformed, then everything is sent.
+    Plain,
+}
+
+/// One rank's times of one transform, in seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Times {
+    /// The whole transform.
+    pub total: f64,
+    /// First pass: row FFTs, packing and posting the writes.
+    pub first: f64,
+    /// Waiting for the other ranks' blocks.
+    pub wait: f64,
+    /// Second pass: the local transpose and the row FFTs.
+    pub second: f64,
+}
+
+/// A raw pointer that threads write disjoint parts through.
+#[derive(Clone, Copy)]
+struct Raw(*mut Complex64);
+// SAFETY: every user writes a range no other thread touches (see the call sites).
+unsafe impl Send for Raw {}
+// SAFETY: as above.
+unsafe impl Sync for Raw {}
+
+/// A 2-D FFT of a fixed N across the ranks of a world, its segments made once and reused by
+/// every [`Dist::transform`]. Rank r owns rows `split(N, ranks, r)` of the input and, after a
+/// transform, the same rows of Xᵀ.
+pub struct Dist<'w> {
+    w: &'w World,
+    n: usize,
+    threads: usize,
+    fft: Arc<dyn Fft<f64>>,
+    send: Segment<'w>,
+    recv: Segment<'w>,
+    epoch: u32,
+}
+
+fn cluster(e: tiers_cluster::Error) -> Error {
+    Error::Invalid(format!("fft2d across ranks: {e}"))
+}
+
+impl<'w> Dist<'w> {
+    /// Collective: the segments for an `n`×`n` transform on `threads` threads per rank.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for N out of range or too large for memory, or a failed cluster call.
+    pub fn new(w: &'w World, n: usize, threads: usize) -> Result<Dist<'w>> {
+        check_n(n, 1)?;
+        let m = split(n, w.size(), w.rank()).len();
+        let bytes = limits::mul("fft2d: rows", m, n * C16)?;
+        let send = w.segment(SEND_SEG, bytes.max(C16)).map_err(cluster)?;
+        let recv = w.segment(RECV_SEG, bytes.max(C16)).map_err(cluster)?;
+        Ok(Dist {
+            w,
+            n,
+            threads: threads.max(1),
+            fft: plan(n),
+            send,
+            recv,
+            epoch: 0,
+        })
+    }
+
+    /// The rows this rank owns.
+    pub fn rows(&self) -> Range<usize> {
+        split(self.n, self.w.size(), self.w.rank())
+    }
+
+    /// Collective: the 2-D FFT of the rows `rows` this rank owns (row-major, [`Dist::rows`]
+    /// of them), transformed in place in the first pass; returns this rank's rows of Xᵀ and its
+    /// times. `blocks` is the number of blocks of the overlapped first pass (clamped so that
+    /// every block of every rank has a notification of its own).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for rows of the wrong length or a failed cluster call.
+    pub fn transform(
+        &mut self,
+        variant: Variant,
+        blocks: usize,
+        rows: &mut [Complex64],
+    ) -> Result<(Vec<Complex64>, Times)> {
+        let (w, n, nt) = (self.w, self.n, self.threads);
+        let (me, size) = (w.rank(), w.size());
+        let mine = self.rows();
+        let m = mine.len();
+        if rows.len() != m * n {
+            return Err(Error::Invalid(format!(
+                "fft2d across ranks: rank {me} holds {} values, not its {m} rows of {n}",
+                rows.len()
+            )));
+        }
+        let k = match variant {
+            Variant::Plain => 1,
+            Variant::Overlap => blocks.clamp(1, (tiers_cluster::NOTIFICATIONS / size).max(1)),
+        };
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        let note_value = self.epoch;
+        let part = |r: usize| split(n, size, r);
+        let q = w.queue(0).map_err(cluster)?;
+        let send = Raw(self.send.as_ptr().cast::<Complex64>());
+        let strip = Raw(self.recv.as_ptr().cast::<Complex64>());
+        let mut tm = Times::default();
+        let t0 = Instant::now();
+
+        // First pass, block by block: FFT the rows, pack each destination's columns.
+        for b in 0..k {
+            let lb = split(m, k, b);
+            if lb.is_empty() {
+                continue;
+            }
+            let bs = lb.len();
+            let c0 = Instant::now();
+            let block = &mut rows[lb.start * n..lb.end * n];
+            let fft = &self.fft;
+            par_rows(block, n, nt, |first, part_rows| {
+                if part_rows.is_empty() {
+                    return;
+                }
+                let mut scratch = vec![Complex64::default(); fft.get_inplace_scratch_len()];
+                fft.process_with_scratch(part_rows, &mut scratch);
+                for (li, y) in part_rows.chunks_exact(n).enumerate() {
+                    let li = first + li; // row within the block
+                    for d in 0..size {
+                        let cols = part(d);
+                        let src = &y[cols.clone()];
+                        let at = if d == me {
+                            // Straight into this rank's own strip, at its global row.
+                            let gi = mine.start + lb.start + li;
+                            (strip, gi * m)
+                        } else {
+                            (send, lb.start * n + bs * cols.start + li * cols.len())
+                        };
+                        // SAFETY: each (row, destination) pair has its own range in the send
+                        // segment (rows × n values in all) or in the strip (n × m values);
+                        // only this thread has this row, and no write of this transform has
+                        // been posted from it yet; the strip is not read before the barrier
+                        // below and the other ranks stopped writing it in the last transform.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                src.as_ptr(),
+                                at.0 .0.add(at.1),
+                                src.len(),
+                            );
+                        }
+                    }
+                }
+            });
+            for d in (0..size).filter(|&d| d != me) {
+                let cols = part(d);
+                if cols.is_empty() {
+                    continue;
+                }
+                if q.posted() + 2 > tiers_cluster::DEFAULT_QUEUE_DEPTH / 2 {
+                    q.wait(Timeout::Block).map_err(cluster)?;
+                }
+                let from = (lb.start * n + bs * cols.start) * C16;
+                let to = (mine.start + lb.start) * cols.len() * C16;
+                q.write_notify(
+                    SEND_SEG.at(from),
+                    RECV_SEG.on(d, to),
+                    bs * cols.len() * C16,
+                    Notification {
+                        id: me * k + b,
+                        value: note_value,
+                    },
+                )
+                .map_err(cluster)?;
+            }
+            tm.first += c0.elapsed().as_secs_f64();
+        }
+
+        // Wait for every other rank's blocks of this rank's columns.
+        let w0 = Instant::now();
+        let expected: usize = if m == 0 {
+            0
+        } else {
+            (0..size)
+                .filter(|&s| s != me)
+                .map(|s| {
+                    (0..k)
+                        .filter(|&b| !split(part(s).len(), k, b).is_empty())
+                        .count()
+                })
+                .sum()
+        };
+        for _ in 0..expected {
+            let id = w
+                .notify_waitsome(RECV_SEG, 0..size * k, Timeout::Block)
+                .map_err(cluster)?;
+            w.notify_reset(RECV_SEG, id).map_err(cluster)?;
+        }
+        q.wait(Timeout::Block).map_err(cluster)?;
+        tm.wait += w0.elapsed().as_secs_f64();
+
+        // Second pass: the strip (n × m) transposed to this rank's rows of Xᵀ, then their FFTs.
+        let s0 = Instant::now();
+        let mut z = vec![Complex64::default(); m * n];
+        // SAFETY: the strip holds n × m values, all written (own rows above, every other
+        // rank's before its notification, seen above); nobody writes it until the barrier.
+        let strip_vals = unsafe { std::slice::from_raw_parts(strip.0, n * m) };
+        transpose(strip_vals, n, m, &mut z, nt);
+        tm.second += s0.elapsed().as_secs_f64();
+        // Nobody may write the next transform's blocks into a strip not yet read.
+        let w1 = Instant::now();
+        w.barrier(Timeout::Block).map_err(cluster)?;
+        tm.wait += w1.elapsed().as_secs_f64();
+        let s1 = Instant::now();
+        row_ffts(&self.fft, &mut z, n, nt);
+        tm.second += s1.elapsed().as_secs_f64();
+        tm.total = t0.elapsed().as_secs_f64();
+        Ok((z, tm))
+    }
+
+    /// Collective: the whole X at rank 0 (`None` elsewhere) from every rank's rows of Xᵀ.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for too little memory at rank 0 or a failed cluster call.
+    pub fn gather(&self, zt: &[Complex64]) -> Result<Option<Vec<Complex64>>> {
+        let (w, n) = (self.w, self.n);
+        let (me, size) = (w.rank(), w.size());
+        let mine = self.rows();
+        if zt.len() != mine.len() * n {
+            return Err(Error::Invalid(format!(
+                "fft2d gather: rank {me} holds {} values, not its {} rows of {n}",
+                zt.len(),
+                mine.len()
+            )));
+        }
+        let bytes = if me == 0 { check_n(n, 3)? } else { C16 };
+        let out = w.segment(OUT_SEG, bytes).map_err(cluster)?;
+        let q = w.queue(0).map_err(cluster)?;
+        if me != 0 && !zt.is_empty() {
+            // SAFETY: the send segment holds m × n values and no write from it is in flight
+            // (transform waited for its queue); the copy is local.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    zt.as_ptr(),
+                    self.send.as_ptr().cast::<Complex64>(),
+                    zt.len(),
+                );
+            }
+            q.write_notify(
+                SEND_SEG.at(0),
+                OUT_SEG.on(0, mine.start * n * C16),
+                zt.len() * C16,
+                Notification { id: me, value: 1 },
+            )
+            .map_err(cluster)?;
+            q.wait(Timeout::Block).map_err(cluster)?;
+        }
+        let result = if me == 0 {
+            let others = (1..size).filter(|&r| !split(n, size, r).is_empty()).count();
+            for _ in 0..others {
+                let id = w
+                    .notify_waitsome(OUT_SEG, 1..size.max(2), Timeout::Block)
+                    .map_err(cluster)?;
+                w.notify_reset(OUT_SEG, id).map_err(cluster)?;
+            }
+            // SAFETY: n × n values: rank 0's rows are copied in here, every other rank's
+            // arrived before its notification.
+            let all = unsafe {
+                let p = out.as_ptr().cast::<Complex64>();
+                std::ptr::copy_nonoverlapping(zt.as_ptr(), p, zt.len());
+                std::slice::from_raw_parts(p, n * n)
+            };
+            let mut x = vec![Complex64::default(); n * n];
+            transpose(all, n, n, &mut x, self.threads);
+            Some(x)
+        } else {
+            None
+        };
+        drop(out);
+        w.segment_delete(OUT_SEG, Timeout::Block).map_err(cluster)?;
+        Ok(result)
+    }
+
+    /// Collective: deletes the segments.
+    ///
+    /// # Errors
+    ///
+    /// A failed cluster call.
+    pub fn finish(self) -> Result<()> {
+        let w = self.w;
+        drop(self.send);
+        drop(self.recv);
+        w.segment_delete(SEND_SEG, Timeout::Block)
+            .map_err(cluster)?;
+        w.segment_delete(RECV_SEG, Timeout::Block)
+            .map_err(cluster)?;
+        Ok(())
+    }
+}
+
+/// The `.npy` header of an `n`×`n` complex128 array (version 1, padded to 64 bytes).
+pub fn npy_header(n: usize) -> Vec<u8> {
+    let dict = format!("{{'descr': '<c16', 'fortran_order': False, 'shape': ({n}, {n}), }}");
+    let mut h = b"\x93NUMPY\x01\x00".to_vec();
+    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+    let hlen = total - 10;
+    h.extend_from_slice(&(hlen as u16).to_le_bytes());
+    h.extend_from_slice(dict.as_bytes());
+    h.resize(total - 1, b' ');
+    h.push(b'\n');
+    h
+}
+
+/// The `.npy` file of an `n`×`n` complex128 array.
+pub fn to_npy(n: usize, data: &[Complex64]) -> Vec<u8> {
+    let mut out = npy_header(n);
+    out.reserve(data.len() * C16);
+    for c in data {
+        out.extend_from_slice(&c.re.to_le_bytes());
+        out.extend_from_slice(&c.im.to_le_bytes());
+    }
+    out
+}
+
+/// Where the data of a square complex128 `.npy` starts, and its N, from its leading bytes.
+fn npy_layout(bytes: &[u8], path: &Path) -> Result<(usize, usize)> {
+    let bad = |msg: String| Error::format(path.display(), 0, msg);
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err(bad("not a .npy file (bad magic)".into()));
+    }
+    let (hlen, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
+        v => return Err(bad(format!("unsupported .npy version {v}"))),
+    };
+    if bytes.len() - start < hlen {
+        return Err(bad("truncated .npy header".into()));
+    }
+    let header = std::str::from_utf8(&bytes[start..start + hlen])
+        .map_err(|_| bad("bad .npy header".into()))?;
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        header[at..]
+            .trim_start()
+            .strip_prefix(':')
+            .map(str::trim_start)
+    };
+    match field("descr")
+        .and_then(|r| r.strip_prefix('\''))
+        .and_then(|r| r.split('\'').next())
+    {
+        Some("<c16") => {}
+        Some(d) => return Err(bad(format!("dtype {d}: fft2d reads complex128 (<c16)"))),
+        None => return Err(bad("no dtype in .npy header".into())),
+    }
+    if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
+        return Err(bad("Fortran-order .npy is not supported".into()));
+    }
+    let shape: Vec<usize> = field("shape")
+        .and_then(|r| r.strip_prefix('('))
+        .and_then(|r| r.split(')').next())
+        .map(|s| {
+            s.split(',')
+                .filter(|x| !x.trim().is_empty())
+                .map(|x| x.trim().parse().unwrap_or(usize::MAX))
+                .collect()
+        })
+        .ok_or_else(|| bad("no shape in .npy header".into()))?;
+    if shape.len() != 2 || shape[0] != shape[1] {
+        return Err(bad(format!("an N x N array is needed, shape is {shape:?}")));
+    }
+    Ok((start + hlen, shape[0]))
+}
+
+/// Reads N of a square complex128 `.npy` and its rows `rows(N)` (the range a caller owns, a
+/// function of N): `(N, values)`.
+///
+/// # Errors
+///
+/// [`Error::Io`] for an unreadable file, [`Error::Format`] for a malformed one (wrong dtype,
+/// shape, size), [`Error::Invalid`] for N out of range.
+pub fn read_rows(
+    path: &Path,
+    rows: impl FnOnce(usize) -> Range<usize>,
+) -> Result<(usize, Vec<Complex64>)> {
+    let io = |e| Error::io(path, "reading", e);
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let mut head = Vec::new();
+    f.by_ref()
+        .take(1 << 16)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    let (start, n) = npy_layout(&head, path)?;
+    check_n(n, 1)?;
+    let want = (start as u64).checked_add((n as u64 * n as u64).saturating_mul(C16 as u64));
+    if want != Some(len) {
+        return Err(Error::format(
+            path.display(),
+            0,
+            format!("{len} bytes, but a {n} x {n} complex128 .npy needs {want:?}"),
+        ));
+    }
+    let r = rows(n);
+    if r.end > n {
+        return Err(Error::Invalid(format!("fft2d: rows {r:?} beyond N = {n}")));
+    }
+    f.seek(SeekFrom::Start((start + r.start * n * C16) as u64))
+        .map_err(io)?;
+    let mut raw = vec![0u8; r.len() * n * C16];
+    f.read_exact(&mut raw).map_err(io)?;
+    let vals = raw
+        .chunks_exact(C16)
+        .map(|c| {
+            let f = |b: &[u8]| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+            Complex64::new(f(&c[..8]), f(&c[8..]))
+        })
+        .collect();
+    Ok((n, vals))
+}
+
+/// The largest |a − b| over the largest |b|: the relative error of `a` against `b`.
+pub fn relative_error(a: &[Complex64], b: &[Complex64]) -> f64 {
+    let scale = b.iter().map(|x| x.norm()).fold(0.0, f64::max);
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm())
+        .fold(0.0, f64::max);
+    if scale == 0.0 {
+        diff
+    } else {
+        diff / scale
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(v: &[Complex64]) -> Vec<u64> {
+        v.iter()
+            .flat_map(|c| [c.re.to_bits(), c.im.to_bits()])
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_naive_dft() {
+        for n in [1, 2, 3, 4, 5, 8, 12, 16] {
+            let x = generate_rows(7, n, 0..n);
+            let want = naive_dft2d(n, &x);
+            for threads in [1, 3] {
+                let mut got = x.clone();
+                fft2d(n, &mut got, threads).unwrap();
+                let e = relative_error(&got, &want);
+                assert!(e < 1e-10, "n={n} threads={threads}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_delta_transforms_to_a_plane_wave() {
+        let n = 8;
+        let mut x = vec![Complex64::default(); n * n];
+        x[n + 2] = Complex64::new(1.0, 0.0); // at (1, 2)
+        fft2d(n, &mut x, 1).unwrap();
+        let a = -2.0 * std::f64::consts::PI / n as f64;
+        for k1 in 0..n {
+            for k2 in 0..n {
+                let ph = a * (k1 + 2 * k2) as f64;
+                let want = Complex64::new(ph.cos(), ph.sin());
+                assert!((x[k1 * n + k2] - want).norm() < 1e-12);
+            }
+        }
+    }
+
+    fn across(n: usize, ranks: usize, threads: usize, variant: Variant, blocks: usize) -> Vec<u64> {
+        let out = tiers_cluster::run_local(ranks, |w| {
+            let mut d = Dist::new(w, n, threads).unwrap();
+            let mut rows = generate_rows(3, n, d.rows());
+            // Twice, so that the reuse of the segments is exercised.
+            let mut res = None;
+            for _ in 0..2 {
+                let mut r = rows.clone();
+                let (zt, _) = d.transform(variant, blocks, &mut r).unwrap();
+                res = d.gather(&zt).unwrap();
+            }
+            rows.clear();
+            d.finish().unwrap();
+            res
+        })
+        .unwrap();
+        bits(out.into_iter().next().flatten().as_deref().unwrap())
+    }
+
+    #[test]
+    fn every_rank_thread_and_variant_gives_the_serial_bits() {
+        for n in [1, 5, 16, 30] {
+            let mut serial = generate_rows(3, n, 0..n);
+            fft2d(n, &mut serial, 1).unwrap();
+            let want = bits(&serial);
+            for ranks in [1, 2, 3, 4] {
+                for threads in [1, 2] {
+                    for (v, b) in [
+                        (Variant::Plain, 1),
+                        (Variant::Overlap, 4),
+                        (Variant::Overlap, 64),
+                    ] {
+                        assert!(
+                            across(n, ranks, threads, v, b) == want,
+                            "n={n} {ranks} ranks x {threads} threads {v:?} blocks={b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn npy_round_trips_and_rejects_bad_files() {
+        let dir = std::env::temp_dir().join(format!("tiers-fft2d-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.npy");
+        let n = 6;
+        let x = generate_rows(1, n, 0..n);
+        std::fs::write(&p, to_npy(n, &x)).unwrap();
+        assert_eq!(npy_header(n).len() % 64, 0);
+        let (m, all) = read_rows(&p, |n| 0..n).unwrap();
+        assert_eq!((m, bits(&all)), (n, bits(&x)));
+        let (_, some) = read_rows(&p, |_| 2..4).unwrap();
+        assert_eq!(bits(&some), bits(&x[2 * n..4 * n]));
+        // Truncated, wrong dtype, not square.
+        let bytes = to_npy(n, &x);
+        std::fs::write(&p, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(read_rows(&p, |n| 0..n).is_err());
+        let mut f8 = bytes.clone();
+        let at = f8.windows(4).position(|w| w == b"<c16").unwrap();
+        f8[at..at + 4].copy_from_slice(b"<f8 ");
+        std::fs::write(&p, &f8).unwrap();
+        assert!(read_rows(&p, |n| 0..n)
+            .unwrap_err()
+            .to_string()
+            .contains("<f8"));
+        std::fs::write(&p, b"hello").unwrap();
+        assert!(read_rows(&p, |n| 0..n).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(check_n(0, 1).is_err());
+        assert!(check_n(MAX_N + 1, 1).is_err());
+        assert!(check_n(MAX_N, 1 << 20).is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! `tiers fft2d`: a complex N×N 2-D FFT across the ranks of a job (`tiers run -n M`) and the
+//! threads of each rank, rows distributed by blocks, the transpose either overlapped with the
+//! first pass (`overlap`, seed 004's Fig. 6) or after it (`plain`). Input from a complex128
+//! `.npy` or generated from a seed; the result to a complex128 `.npy` written by rank 0.
+
+use super::outputs::{self, Output};
+use clap::Args;
+use std::path::PathBuf;
+use tiers_apps::fft2d::{self, Dist, Variant};
+use tiers_cluster::{Op, Timeout, World};
+
+/// The most threads per rank `tiers fft2d` and `tiers md` start (each is an OS thread).
+pub const MAX_THREADS: usize = 1024;
+
+/// How the transpose meets the first pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VariantArg {
+    /// Each finished block of rows is sent (notified writes) while the next is transformed.
+    Overlap,
+    /// Every row is transformed, then everything is sent.
+    Plain,
+}
+
+impl VariantArg {
+    /// The library's variant.
+    pub fn variant(self) -> Variant {
+        match self {
+            VariantArg::Overlap => Variant::Overlap,
+            VariantArg::Plain => Variant::Plain,
+        }
+    }
+}
+
+/// `tiers fft2d` arguments.
+#[derive(Args, Debug)]
+pub struct Fft2dArgs {
+    /// Input: an N×N complex128 `.npy` (else one is generated from --seed).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// N of the generated input.
+    #[arg(long, default_value_t = 1024)]
+    pub n: usize,
+    /// Seed of the generated input.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output: the transform as an N×N complex128 `.npy` (rank 0 writes it).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Threads per rank.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// How the transpose meets the first pass.
+    #[arg(long, value_enum, default_value_t = VariantArg::Overlap)]
+    pub variant: VariantArg,
+    /// Blocks of rows per rank in the overlapped first pass.
+    #[arg(long, default_value_t = 8)]
+    pub blocks: usize,
+    /// Also transform the whole input serially at rank 0 and print the relative difference.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Runs `tiers fft2d`.
+pub fn run(a: Fft2dArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.threads == 0 || a.blocks == 0 {
+        return Err("tiers fft2d: --threads and --blocks must be at least 1".into());
+    }
+    if a.threads > MAX_THREADS {
+        return Err(format!(
+            "tiers fft2d: --threads {} is out of range 1..={MAX_THREADS}",
+            a.threads
+        )
+        .into());
+    }
+    if a.input.is_none() {
+        fft2d::check_n(a.n, 2)?;
+    }
+    if let Some(out) = &a.out {
+        let ins: Vec<&std::path::Path> = a.input.iter().map(PathBuf::as_path).collect();
+        outputs::check(
+            &ins,
+            &[Output {
+                path: out,
+                option: "--out",
+                extensions: &["npy"],
+            }],
+        )?;
+    }
+    let res = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a)))?;
+    for (r, o) in res {
+        o.map_err(|e| format!("tiers fft2d: rank {r}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let (me, size) = (w.rank(), w.size());
+    // Every rank reads its own rows (the header check fails alike on every rank).
+    let (n, mut rows) = match &a.input {
+        Some(p) => fft2d::read_rows(p, |n| tiers_cluster::decomp::split(n, size, me))?,
+        None => {
+            let r = tiers_cluster::decomp::split(a.n, size, me);
+            (a.n, fft2d::generate_rows(a.seed, a.n, r))
+        }
+    };
+    let mut d = Dist::new(w, n, a.threads)?;
+    let (zt, t) = d.transform(a.variant.variant(), a.blocks, &mut rows)?;
+    drop(rows);
+    let mut tmax = [0.0; 4];
+    w.allreduce(
+        &[t.total, t.first, t.wait, t.second],
+        &mut tmax,
+        Op::Max,
+        Timeout::Block,
+    )?;
+    let x = if a.out.is_some() || a.check {
+        d.gather(&zt)?
+    } else {
+        None
+    };
+    d.finish()?;
+    if me != 0 {
+        return Ok(());
+    }
+    println!(
+        "fft2d n={n} ranks={size} threads={} variant={:?} blocks={} engine={}",
+        a.threads,
+        a.variant,
+        a.blocks,
+        w.engine_name()
+    );
+    println!(
+        "total_s {:.6} first_pass_s {:.6} wait_s {:.6} second_pass_s {:.6} (max over ranks)",
+        tmax[0], tmax[1], tmax[2], tmax[3]
+    );
+    if let Some(x) = x {
+        if a.check {
+            let (_, mut s) = match &a.input {
+                Some(p) => fft2d::read_rows(p, |n| 0..n)?,
+                None => (n, fft2d::generate_rows(a.seed, n, 0..n)),
+            };
+            fft2d::fft2d(n, &mut s, a.threads)?;
+            let same = x
+                .iter()
+                .zip(&s)
+                .all(|(p, q)| p.re.to_bits() == q.re.to_bits() && p.im.to_bits() == q.im.to_bits());
+            println!(
+                "check: relative difference to the serial transform {:.3e}{}",
+                fft2d::relative_error(&x, &s),
+                if same { " (identical bits)" } else { "" }
+            );
+        }
+        if let Some(out) = &a.out {
+            tiers_apps::files::write_atomic(out, &fft2d::to_npy(n, &x))?;
+            eprintln!("wrote {}", out.display());
+        }
+    }
+    Ok(())
+}
