@@ -74,7 +74,13 @@ fn c_suite_on_one_two_and_three_ranks() {
         eprintln!("gaspi C tests skipped: no C compiler (set CC or install cc)");
         return;
     };
-    let lib = out_dir();
+    // The library this test run built: `cargo test` leaves it in `deps/` beside the test
+    // (the copy in `target/<profile>` is only refreshed by `cargo build -p tiers-gaspi`).
+    let lib = std::env::current_exe()
+        .expect("the test's own path")
+        .parent()
+        .expect("target/<profile>/deps")
+        .to_path_buf();
     assert!(
         lib.join("libtiers_gaspi.so").exists(),
         "{} lacks libtiers_gaspi.so",

@@ -108,14 +108,22 @@ fn install(prefix: &Path) -> Result<(), Box<dyn std::error::Error>> {
         std::fs::write(inc.join(name), text)?;
     }
     for ext in ["so", "a"] {
-        let src = dir.join(format!("libtiers_gaspi.{ext}"));
-        if !src.exists() {
+        // Beside the binary (`cargo build -p tiers-gaspi` puts it there), or in `deps/` (where
+        // `cargo test` leaves it without copying it up): the newer of the two.
+        let name = format!("libtiers_gaspi.{ext}");
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let Some(src) = [dir.join(&name), dir.join("deps").join(&name)]
+            .into_iter()
+            .filter_map(|p| modified(&p).map(|t| (t, p)))
+            .max_by_key(|(t, _)| *t)
+            .map(|(_, p)| p)
+        else {
             return Err(format!(
                 "{} is not built: cargo build --release -p tiers-gaspi",
-                src.display()
+                dir.join(&name).display()
             )
             .into());
-        }
+        };
         for name in ["libtiers_gaspi", "libGPI2", "libGPI2-dbg"] {
             std::fs::copy(&src, lib.join(format!("{name}.{ext}")))?;
         }

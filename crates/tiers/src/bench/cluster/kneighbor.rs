@@ -511,11 +511,12 @@ mod charm {
         let args = [ELEMENTS.to_string(), ITERS.to_string(), size.to_string()];
         let out = if form.starts_with("netlrts") {
             let charmrun = bin.with_file_name("charmrun");
+            // charmrun takes its own flags before the program and Charm++'s after it.
             Command::new(charmrun)
-                .args(["+p2", "+setcpuaffinity"])
+                .arg("+p2")
                 .arg(bin)
                 .args(args)
-                .arg("++local")
+                .args(["++local", "+setcpuaffinity"])
                 .output()
         } else {
             // Pinned like tiers' workers (unpinned runs are slower and jump between levels).
