@@ -406,6 +406,7 @@ fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
             k,
             em: 5,
             uncertainty: 0.01 * f64::from(i + 1),
+            free_energy: -t * f64::from(k as u32),
         });
     }
     let fig = Anneal::new("annealing".into(), &ev).unwrap();
@@ -413,36 +414,102 @@ fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
     let t = texts(&s);
     assert_eq!(
         t.iter().filter(|l| l.starts_with("temperature T")).count(),
-        2
+        3
     );
     assert!(t.iter().any(|l| l == "clusters (count)"));
+    assert!(t.iter().any(|l| l.starts_with("free energy F")));
     assert!(t.iter().any(|l| l.starts_with("membership uncertainty")));
-    // Eight temperatures in each panel.
-    assert_eq!(marks(&s, style::Look::of_slot(0).rgb()), 16);
+    // Eight temperatures in each of the three panels.
+    assert_eq!(marks(&s, style::Look::of_slot(0).rgb()), 24);
     let doc = roxmltree::Document::parse(&s).unwrap();
     let rings = doc
         .descendants()
         .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("none"))
         .count();
-    assert_eq!(rings, 2);
+    // Each split ringed on the clusters and on the free energy.
+    assert_eq!(rings, 4);
     assert!(Anneal::new("x".into(), &[]).is_err());
 }
 
-#[test]
-fn a_redblack_report_puts_its_parts_on_x_with_the_limit_per_part() {
+/// A report that splits each total into parts, as RedBlack3D's: `n` variants, each with
+/// total, wait and comp rows, and a limit.
+fn parts_doc(variants: &[&str], threads: &[u64]) -> Value {
     let mut rows = Vec::new();
-    for (part, base) in [("total", 10.0), ("wait", 2.0), ("comp", 8.0)] {
-        for (v, f) in [("overlap", 1.0), ("blocking", 1.3)] {
-            rows.push(json!({"impl": v, "ranks": 2, "threads": 2, "n": 64, "part": part, "value": base * f}));
+    for &th in threads {
+        for (vi, v) in variants.iter().enumerate() {
+            let comp = 8.0 / th as f64;
+            let wait = 1.0 + vi as f64;
+            for (part, val) in [("total", comp + wait + 0.1), ("wait", wait), ("comp", comp)] {
+                rows.push(json!({"impl": v, "ranks": 2, "threads": th, "n": 64, "part": part, "value": val}));
+            }
         }
-        rows.push(json!({"impl": "limit", "ranks": 2, "threads": 2, "n": 64, "part": part, "measured": "no exchange", "value": base * 0.8}));
+        for (part, val) in [
+            ("total", 8.0 / th as f64),
+            ("wait", 0.0),
+            ("comp", 8.0 / th as f64),
+        ] {
+            rows.push(json!({"impl": "limit", "ranks": 2, "threads": th, "n": 64, "part": part, "measured": "no exchange", "value": val}));
+        }
     }
-    let doc = report("ms/iter", json!(rows));
+    report("ms/iter", json!(rows))
+}
+
+#[test]
+fn a_report_of_parts_is_drawn_as_stacked_bars_with_the_total_marked() {
+    let variants = ["hand", "mt1", "mtp", "mtp-olap"];
+    let doc = parts_doc(&variants, &[2]);
     let fig = figure(&doc).unwrap();
-    assert_eq!(fig.layout().x(), Some("part"));
-    let s = check(&doc, "part", "ms/iter");
+    assert_eq!(fig.layout().panels(), 1);
+    let s = svg(&fig);
     let t = texts(&s);
-    for p in ["total", "wait", "comp"] {
-        assert!(t.iter().any(|l| l == p), "no category {p}");
+    // Every variant and the limit name a group; the parts and the total are in the legend.
+    for v in variants.iter().chain(&["limit"]) {
+        assert!(t.iter().any(|l| l == v), "no group {v}: {t:?}");
     }
+    for p in ["comp", "wait", "total"] {
+        assert!(t.iter().any(|l| l == p), "no legend entry {p}: {t:?}");
+    }
+    assert!(t
+        .iter()
+        .any(|l| l.contains("(ms/iter)") && l.contains("better")));
+    assert!(t.iter().any(|l| l.contains("implementation")));
+    // One comp bar per group (the limit's too), one wait bar per group that waited, each with
+    // its legend swatch.
+    let st = super::stacked::Stack::of(&Table::from_json(&doc).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(st.parts, ["comp", "wait"]);
+    assert_eq!(marks(&s, st.colour(0)), variants.len() + 1 + 1);
+    assert_eq!(marks(&s, st.colour(1)), variants.len() + 1);
+    // The total's value written above each bar; the limit dashed across.
+    assert!(t.iter().any(|l| l == "8.1"), "no total label: {t:?}");
+    assert!(strokes(&s, style::LIMIT) > 2, "the limit is not dashed");
+}
+
+#[test]
+fn parts_at_several_thread_counts_make_panels() {
+    let doc = parts_doc(&["mtp", "mtp-olap"], &[1, 2, 4]);
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().panels(), 3);
+    let t = texts(&svg(&fig));
+    for th in ["threads = 1", "threads = 2", "threads = 4"] {
+        assert!(t.iter().any(|l| l == th), "no panel {th}: {t:?}");
+    }
+}
+
+#[test]
+fn parts_without_a_total_stay_lines() {
+    let rows: Vec<Value> = [("comm", 1.0), ("exposed", 0.5)]
+        .iter()
+        .flat_map(|&(part, v)| {
+            [1024u64, 4096]
+                .map(|b| json!({"impl": "tiers", "bytes": b, "part": part, "value": v * b as f64}))
+        })
+        .collect();
+    let doc = report("us", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert!(super::stacked::Stack::of(&Table::from_json(&doc).unwrap())
+        .unwrap()
+        .is_none());
+    assert_eq!(fig.layout().x(), Some("bytes"));
 }
