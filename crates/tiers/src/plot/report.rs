@@ -802,9 +802,15 @@ impl Figure for ReportFigure {
                 .map(|(k, v)| format!("{k} = {}", v.text()))
                 .collect();
             let mut cb = ChartBuilder::on(cell);
+            // Room for the widest y tick (7 px a character) beside the axis title.
+            let widest = [y0, y1]
+                .iter()
+                .map(|&v| tick(if ylog { 10f64.powf(v.round()) } else { v }).len())
+                .max()
+                .unwrap_or(4) as u32;
             cb.margin(8)
                 .x_label_area_size(44)
-                .y_label_area_size(if ylog { 62 } else { 74 });
+                .y_label_area_size((widest * 7 + 36).max(if ylog { 62 } else { 74 }));
             if !caption.is_empty() {
                 cb.caption(caption.join(", "), font(15.0));
             }

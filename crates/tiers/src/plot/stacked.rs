@@ -252,13 +252,9 @@ impl Stack {
         }
         let y1 = if hi > 0.0 { hi * 1.15 } else { 1.0 };
         let n = self.panels.len().max(1);
-        let cols = if n <= 1 {
-            1
-        } else if n <= 4 {
-            2
-        } else {
-            3
-        };
+        // Each group's name needs ~80 px under its bar: as many columns as leave that room.
+        let fit = (plots.dim_in_pixel().0 as usize / (80 * self.groups.len()).max(1)).max(1);
+        let cols = n.min(3).min(fit);
         let cells = plots.split_evenly((n.div_ceil(cols), cols));
         let x1 = self.groups.len() as f64 - 0.5;
         let label_of = |v: &f64| -> String {
