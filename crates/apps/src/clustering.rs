@@ -290,6 +290,11 @@ pub enum Event {
         em: usize,
         /// How undecided the memberships still are (see above).
         uncertainty: f64,
+        /// The free energy per point at this temperature, F = −(T/N) Σ_i log Σ_k p_k
+        /// e^{−ε_i(k)/T} (p_k = C(k)/N for [`Method::Tiers`], 1 for [`Method::Spidal`], whose
+        /// memberships have no priors): what the annealing minimises, so that a trace shows
+        /// where a split lowered it. NaN where the energies are not at hand.
+        free_energy: f64,
     },
     /// Cluster `cluster` split at temperature `t` (eigenvalue `lambda`: λ_k for
     /// [`Method::Tiers`], the least eigenvalue of the second-derivative matrix for
@@ -742,6 +747,38 @@ pub fn em_step<D: Delta + ?Sized>(
         .fold(0.0f64, |acc, (e, o)| acc.max((e - o).abs()))
 }
 
+/// The free energy per point, −(T/N) Σ_i log Σ_k p_k e^{−ε_i(k)/T}, from the energies `eps`
+/// and memberships `m` (N×K each); `priors`: p_k = C(k)/N, else 1. Each row's sum is taken
+/// relative to its least energy so that no exponential underflows at low T. NaN where the
+/// arrays do not hold N×K values or T is not positive.
+pub(crate) fn free_energy(eps: &[f64], m: &[f64], n: usize, k: usize, t: f64, priors: bool) -> f64 {
+    let Some(nk) = n.checked_mul(k) else {
+        return f64::NAN;
+    };
+    if n == 0 || k == 0 || eps.len() != nk || m.len() != nk || t.is_nan() || t <= 0.0 {
+        return f64::NAN;
+    }
+    let mut p = vec![if priors { 0.0 } else { 1.0 }; k];
+    if priors {
+        for row in m.chunks_exact(k) {
+            for (pk, &mk) in p.iter_mut().zip(row) {
+                *pk += mk / n as f64;
+            }
+        }
+    }
+    let mut f = 0.0;
+    for row in eps.chunks_exact(k) {
+        let emin = row.iter().cloned().fold(f64::INFINITY, f64::min);
+        let z: f64 = row
+            .iter()
+            .zip(&p)
+            .map(|(&e, &pk)| pk * (-(e - emin) / t).exp())
+            .sum();
+        f += emin - t * z.ln();
+    }
+    f / n as f64
+}
+
 /// Runs DA-PWC on `delta`, reporting progress through `on_event`.
 ///
 /// # Panics
@@ -801,6 +838,7 @@ pub fn da_pwc<D: Delta + ?Sized>(
             k,
             em,
             uncertainty,
+            free_energy: free_energy(&eps, &m, n, k, t, true),
         });
 
         // Split test.

@@ -201,6 +201,7 @@ fn render_traces_its_tiles_and_model_draws_its_fits() {
     assert!(ok, "{err}");
     let text = std::fs::read_to_string(&trace).unwrap();
     assert!(text.contains("clusters (count)") && text.contains("temperature T"));
+    assert!(text.contains("free energy F"), "no free energy panel");
 
     let runs = d.write(
         "runs.json",

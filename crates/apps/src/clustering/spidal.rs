@@ -418,6 +418,7 @@ pub(super) fn run<D: Delta + ?Sized>(
             k: s.k,
             em: steps,
             uncertainty: s.freeze.iter().fold(0.0f64, |a, &b| a.max(b)),
+            free_energy: super::free_energy(&s.eps, &s.m, n, s.k, t, false),
         });
         steps = 0;
         let mut decreasing = !hammy_set || s.hammy <= old_hammy;

@@ -454,7 +454,7 @@ fn cluster_event(quiet: bool) -> impl FnMut(&Event) {
         }
         match e {
             Event::Split { t, cluster, lambda } => eprintln!("[cluster] T {t:.5e}: split cluster {cluster} (eigenvalue {lambda:.5e})"),
-            Event::Temperature { t, k, em, uncertainty } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
+            Event::Temperature { t, k, em, uncertainty, .. } => eprintln!("[cluster] T {t:.5e}: {k} clusters, {em} EM iterations, uncertainty {uncertainty:.4e}"),
         }
     }
 }

@@ -406,6 +406,7 @@ fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
             k,
             em: 5,
             uncertainty: 0.01 * f64::from(i + 1),
+            free_energy: -t * f64::from(k as u32),
         });
     }
     let fig = Anneal::new("annealing".into(), &ev).unwrap();
@@ -413,36 +414,230 @@ fn the_annealing_trace_has_a_mark_per_temperature_and_a_ring_per_split() {
     let t = texts(&s);
     assert_eq!(
         t.iter().filter(|l| l.starts_with("temperature T")).count(),
-        2
+        3
     );
     assert!(t.iter().any(|l| l == "clusters (count)"));
+    assert!(t.iter().any(|l| l.starts_with("free energy F")));
     assert!(t.iter().any(|l| l.starts_with("membership uncertainty")));
-    // Eight temperatures in each panel.
-    assert_eq!(marks(&s, style::Look::of_slot(0).rgb()), 16);
+    // Eight temperatures in each of the three panels.
+    assert_eq!(marks(&s, style::Look::of_slot(0).rgb()), 24);
     let doc = roxmltree::Document::parse(&s).unwrap();
     let rings = doc
         .descendants()
         .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("none"))
         .count();
-    assert_eq!(rings, 2);
+    // Each split ringed on the clusters and on the free energy.
+    assert_eq!(rings, 4);
     assert!(Anneal::new("x".into(), &[]).is_err());
 }
 
-#[test]
-fn a_redblack_report_puts_its_parts_on_x_with_the_limit_per_part() {
+/// A report that splits each total into parts, as RedBlack3D's: `n` variants, each with
+/// total, wait and comp rows, and a limit.
+fn parts_doc(variants: &[&str], threads: &[u64]) -> Value {
     let mut rows = Vec::new();
-    for (part, base) in [("total", 10.0), ("wait", 2.0), ("comp", 8.0)] {
-        for (v, f) in [("overlap", 1.0), ("blocking", 1.3)] {
-            rows.push(json!({"impl": v, "ranks": 2, "threads": 2, "n": 64, "part": part, "value": base * f}));
+    for &th in threads {
+        for (vi, v) in variants.iter().enumerate() {
+            let comp = 8.0 / th as f64;
+            let wait = 1.0 + vi as f64;
+            for (part, val) in [("total", comp + wait + 0.1), ("wait", wait), ("comp", comp)] {
+                rows.push(json!({"impl": v, "ranks": 2, "threads": th, "n": 64, "part": part, "value": val}));
+            }
         }
-        rows.push(json!({"impl": "limit", "ranks": 2, "threads": 2, "n": 64, "part": part, "measured": "no exchange", "value": base * 0.8}));
+        for (part, val) in [
+            ("total", 8.0 / th as f64),
+            ("wait", 0.0),
+            ("comp", 8.0 / th as f64),
+        ] {
+            rows.push(json!({"impl": "limit", "ranks": 2, "threads": th, "n": 64, "part": part, "measured": "no exchange", "value": val}));
+        }
     }
-    let doc = report("ms/iter", json!(rows));
+    report("ms/iter", json!(rows))
+}
+
+#[test]
+fn a_report_of_parts_is_drawn_as_stacked_bars_with_the_total_marked() {
+    let variants = ["hand", "mt1", "mtp", "mtp-olap"];
+    let doc = parts_doc(&variants, &[2]);
     let fig = figure(&doc).unwrap();
-    assert_eq!(fig.layout().x(), Some("part"));
-    let s = check(&doc, "part", "ms/iter");
+    assert_eq!(fig.layout().panels(), 1);
+    let s = svg(&fig);
     let t = texts(&s);
-    for p in ["total", "wait", "comp"] {
-        assert!(t.iter().any(|l| l == p), "no category {p}");
+    // Every variant and the limit name a group; the parts and the total are in the legend.
+    for v in variants.iter().chain(&["limit"]) {
+        assert!(t.iter().any(|l| l == v), "no group {v}: {t:?}");
     }
+    for p in ["comp", "wait", "total"] {
+        assert!(t.iter().any(|l| l == p), "no legend entry {p}: {t:?}");
+    }
+    assert!(t
+        .iter()
+        .any(|l| l.contains("(ms/iter)") && l.contains("better")));
+    assert!(t.iter().any(|l| l.contains("implementation")));
+    // One comp bar per group (the limit's too), one wait bar per group that waited, each with
+    // its legend swatch.
+    let st = super::stacked::Stack::of(&Table::from_json(&doc).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(st.parts, ["comp", "wait"]);
+    assert_eq!(marks(&s, st.colour(0)), variants.len() + 1 + 1);
+    assert_eq!(marks(&s, st.colour(1)), variants.len() + 1);
+    // The total's value written above each bar; the limit dashed across.
+    assert!(t.iter().any(|l| l == "8.1"), "no total label: {t:?}");
+    assert!(strokes(&s, style::LIMIT) > 2, "the limit is not dashed");
+}
+
+#[test]
+fn parts_at_several_thread_counts_make_panels() {
+    let doc = parts_doc(&["mtp", "mtp-olap"], &[1, 2, 4]);
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().panels(), 3);
+    let t = texts(&svg(&fig));
+    for th in ["threads = 1", "threads = 2", "threads = 4"] {
+        assert!(t.iter().any(|l| l == th), "no panel {th}: {t:?}");
+    }
+}
+
+#[test]
+fn parts_without_a_total_stay_lines() {
+    let rows: Vec<Value> = [("comm", 1.0), ("exposed", 0.5)]
+        .iter()
+        .flat_map(|&(part, v)| {
+            [1024u64, 4096]
+                .map(|b| json!({"impl": "tiers", "bytes": b, "part": part, "value": v * b as f64}))
+        })
+        .collect();
+    let doc = report("us", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert!(super::stacked::Stack::of(&Table::from_json(&doc).unwrap())
+        .unwrap()
+        .is_none());
+    assert_eq!(fig.layout().x(), Some("bytes"));
+}
+
+/// `tiers bench fft2d`'s shape: ms per transform by threads at one N and rank count, tiers'
+/// two variants beside the serial plans and FFTW-MPI, the memcpy limit at every thread count.
+#[test]
+fn an_fft2d_report_has_threads_on_x_and_fftw_as_a_peer() {
+    let mut rows = Vec::new();
+    for th in [1, 2, 4] {
+        for (imp, v) in [
+            ("tiers-overlap", 0.2),
+            ("tiers-plain", 0.07),
+            ("serial", 0.25),
+            ("fftw-mpi", 2.4),
+        ] {
+            rows.push(json!({"impl": imp, "n": 128, "ranks": 2, "threads": th, "value": v / th as f64, "vs_limit": 3.0}));
+        }
+        rows.push(json!({"impl": "limit", "n": 128, "ranks": 2, "threads": th, "measured": "3 copies", "value": 0.068}));
+    }
+    let doc = report("ms/transform", json!(rows));
+    let s = check(&doc, "threads", "ms/transform");
+    assert!(texts(&s)
+        .iter()
+        .any(|l| l.contains("n = 128") && l.contains("ranks = 2")));
+}
+
+/// `tiers bench md`'s shape: steps/s (higher is better) by threads.
+#[test]
+fn an_md_report_draws_steps_per_second() {
+    let mut rows = Vec::new();
+    for th in [1, 2] {
+        for (imp, v) in [("tiers-overlap", 308.0), ("allgather", 413.0)] {
+            rows.push(
+                json!({"impl": imp, "n": 256, "ranks": 2, "threads": th, "value": v * th as f64}),
+            );
+        }
+        rows.push(json!({"impl": "limit", "n": 256, "ranks": 2, "threads": th, "measured": "no broadcast", "value": 658.0 * th as f64}));
+    }
+    let mut doc = report("steps/s", json!(rows));
+    doc["lower_is_better"] = json!(false);
+    let s = check(&doc, "threads", "steps/s");
+    assert!(texts(&s)
+        .iter()
+        .any(|l| l.starts_with("rate (steps/s), higher is better")));
+}
+
+/// `tiers bench is`'s shape: seconds of NPB IS's timed iterations for a class and rank
+/// count, tiers beside NPB's own IS; the classes on x, side by side.
+#[test]
+fn an_is_report_puts_classes_on_x_with_npb_beside() {
+    let mut rows = Vec::new();
+    for (class, f) in [("S", 1.0), ("W", 8.0), ("A", 64.0)] {
+        rows.push(json!({"impl": "tiers", "class": class, "ranks": 2, "value": 0.04 * f}));
+        rows.push(json!({"impl": "npb-mpi", "class": class, "ranks": 2, "value": 0.03 * f}));
+        rows.push(json!({"impl": "limit", "class": class, "ranks": 2, "measured": "memcpy", "value": 0.0003 * f}));
+    }
+    let doc = report("s", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().x(), Some("class"));
+    let s = check(&doc, "class", "s");
+    let t = texts(&s);
+    for c in ["S", "W", "A"] {
+        assert!(t.iter().any(|l| l == c), "no class {c}: {t:?}");
+    }
+}
+
+/// `tiers bench gaspi`'s shape: microseconds per operation, one panel per operation, the
+/// sized ones on a log2 bytes axis, GPI-2 as the peer; barrier and init measured at one size.
+#[test]
+fn a_gaspi_report_has_a_panel_per_operation_and_bytes_in_powers_of_two() {
+    let mut rows = Vec::new();
+    for (op, b) in [("barrier", 0u64), ("allreduce", 8), ("init", 0)] {
+        rows.push(json!({"impl": "gpi2", "op": op, "bytes": b, "value": 150.0}));
+        rows.push(json!({"impl": "tiers", "op": op, "bytes": b, "value": 0.1}));
+        if op != "init" {
+            rows.push(json!({"impl": "limit", "op": op, "bytes": b, "measured": "half a round trip", "value": 0.15}));
+        }
+    }
+    for p in (3..=21).step_by(3) {
+        let b = 1u64 << p;
+        let us = 0.1 + b as f64 / 4e4;
+        rows.push(json!({"impl": "gpi2", "op": "pingpong", "bytes": b, "value": 160.0 + us}));
+        rows.push(json!({"impl": "tiers", "op": "pingpong", "bytes": b, "value": us}));
+        rows.push(json!({"impl": "limit", "op": "pingpong", "bytes": b, "measured": "memcpy", "value": us / 2.0}));
+    }
+    let doc = report("us", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().x(), Some("bytes"));
+    assert_eq!(fig.layout().panels(), 4);
+    let s = check(&doc, "message size", "us");
+    let t = texts(&s);
+    for p in ["op = barrier", "op = pingpong", "op = init"] {
+        assert!(t.iter().any(|l| l == p), "no panel {p}: {t:?}");
+    }
+    // Powers of two, not decades.
+    for tick in ["1K", "1M"] {
+        assert!(t.iter().any(|l| l == tick), "no tick {tick}: {t:?}");
+    }
+    assert!(!t.iter().any(|l| l == "1000" || l == "100000"), "{t:?}");
+}
+
+/// `tiers bench overlap`'s shape: the write's time (`comm`) and its exposed part by size per
+/// progress policy: two panels, not stacked (no total), the memcpy limit on `comm` only.
+#[test]
+fn an_overlap_report_has_comm_and_exposed_panels() {
+    let mut rows = Vec::new();
+    for p in (10..=22).step_by(2) {
+        let b = 1u64 << p;
+        for (imp, f) in [
+            ("tiers-local-eager", 1.0),
+            ("tiers-local-proxy", 1.5),
+            ("tiers-shm-eager", 0.8),
+        ] {
+            let c = f * b as f64 / 1e4;
+            rows.push(json!({"impl": imp, "bytes": b, "part": "comm", "value": c}));
+            rows.push(json!({"impl": imp, "bytes": b, "part": "exposed", "overlap_pct": 40.0, "value": c * 0.6}));
+        }
+        rows.push(json!({"impl": "limit", "bytes": b, "part": "comm", "measured": "memcpy", "value": b as f64 / 2e4}));
+    }
+    let doc = report("us per transfer", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().panels(), 2);
+    let s = check(&doc, "message size", "us per transfer");
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l == "part = comm") && t.iter().any(|l| l == "part = exposed"));
+    assert!(
+        t.iter().any(|l| l.starts_with("time (us per transfer)")),
+        "{t:?}"
+    );
 }

@@ -18,6 +18,7 @@ pub mod gantt;
 pub mod model;
 pub mod report;
 pub mod scatter;
+pub mod stacked;
 pub mod style;
 
 use plotters::coord::Shift;

@@ -11,6 +11,7 @@
 //! pattern `2x1x1` determines ranks and threads), then a number over a name, then the one with
 //! more values; those x determines are left out, the rest make panels.
 
+use super::stacked::Stack;
 use super::style::{self, LIMIT};
 use super::{font, frame, tick, Error, Figure, Result};
 use plotters::coord::Shift;
@@ -55,14 +56,14 @@ impl Param {
     }
 
     /// An exact key (the number's bits), for sets and maps.
-    fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         match self {
             Param::Num(v) => format!("n{:x}", v.to_bits()),
             Param::Name(s) => format!("s{s}"),
         }
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Param::Num(v) => tick(*v),
             Param::Name(s) => s.clone(),
@@ -82,11 +83,11 @@ pub struct Row {
 }
 
 impl Row {
-    fn get(&self, k: &str) -> Option<&Param> {
+    pub(crate) fn get(&self, k: &str) -> Option<&Param> {
         self.params.iter().find(|(n, _)| n == k).map(|(_, v)| v)
     }
 
-    fn is_limit(&self) -> bool {
+    pub(crate) fn is_limit(&self) -> bool {
         self.imp == tiers_bench::limit::IMPL
     }
 }
@@ -239,8 +240,8 @@ impl Table {
 /// The x axis.
 #[derive(Clone, Debug)]
 enum Axis {
-    /// Numbers, on a log10 scale when `log`.
-    Num { log: bool },
+    /// Numbers (each panel picks its range and whether it is logarithmic).
+    Num,
     /// Names, in order of first appearance.
     Names(Vec<String>),
 }
@@ -343,20 +344,8 @@ impl Layout {
             .or_else(|| fixed_names.first().cloned());
         let axis = match &x {
             Some(k) if !numeric(k) => Axis::Names(values(k).iter().map(Param::text).collect()),
-            Some(k) => {
-                let v: Vec<f64> = values(k)
-                    .iter()
-                    .filter_map(|p| match p {
-                        Param::Num(v) => Some(*v),
-                        Param::Name(_) => None,
-                    })
-                    .collect();
-                let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
-                let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                Axis::Num {
-                    log: lo > 0.0 && hi / lo >= 100.0,
-                }
-            }
+            // Whether it is drawn on a log scale is each panel's own choice.
+            Some(_) => Axis::Num,
             None => Axis::Names(vec![String::new()]),
         };
         let panel_keys: Vec<String> = varying
@@ -448,6 +437,18 @@ impl Layout {
         })
     }
 
+    /// The layout of a stacked report: the part on x, one series per group.
+    fn of_stack(st: &Stack) -> Layout {
+        Layout {
+            x: Some(st.key.clone()),
+            axis: Axis::Names(st.parts.clone()),
+            panel_keys: st.panel_keys.clone(),
+            panels: st.panels.clone(),
+            series: st.groups.clone(),
+            fixed: st.fixed.clone(),
+        }
+    }
+
     /// The x parameter, if any.
     pub fn x(&self) -> Option<&str> {
         self.x.as_deref()
@@ -468,12 +469,18 @@ impl Layout {
 pub struct ReportFigure {
     table: Table,
     layout: Layout,
+    /// Set where the rows split a total into parts: drawn as stacked bars.
+    stack: Option<Stack>,
 }
 
 impl ReportFigure {
     /// The figure of `t`, or why there is none.
     pub fn new(table: Table) -> Result<ReportFigure> {
-        let layout = Layout::of(&table)?;
+        let stack = Stack::of(&table)?;
+        let layout = match &stack {
+            Some(st) => Layout::of_stack(st),
+            None => Layout::of(&table)?,
+        };
         if !table.rows.iter().any(|r| r.value.is_finite()) {
             return Err(Error(format!(
                 "the {} report has no finite value to draw ({} rows, all NaN or infinite)",
@@ -481,7 +488,11 @@ impl ReportFigure {
                 table.rows.len()
             )));
         }
-        Ok(ReportFigure { table, layout })
+        Ok(ReportFigure {
+            table,
+            layout,
+            stack,
+        })
     }
 
     /// The layout it uses.
@@ -489,19 +500,19 @@ impl ReportFigure {
         &self.layout
     }
 
-    fn x_of(&self, r: &Row) -> Option<f64> {
+    /// A row's x as measured: the number, or the name's place on the axis.
+    fn x_raw(&self, r: &Row) -> Option<f64> {
         let Some(k) = &self.layout.x else {
             return Some(0.0);
         };
         match (&self.layout.axis, r.get(k)?) {
-            (Axis::Num { log: true }, Param::Num(v)) => (*v > 0.0).then(|| v.log10()),
-            (Axis::Num { log: false }, Param::Num(v)) => Some(*v),
+            (Axis::Num, Param::Num(v)) => Some(*v),
             (Axis::Names(n), p) => n.iter().position(|s| *s == p.text()).map(|i| i as f64),
             _ => None,
         }
     }
 
-    fn x_label(&self) -> String {
+    fn x_label(&self, log: bool) -> String {
         let Some(k) = &self.layout.x else {
             return "(the report has no parameter)".into();
         };
@@ -513,9 +524,10 @@ impl ReportFigure {
             "size" => "size (as the benchmark counts it)".to_string(),
             other => other.to_string(),
         };
-        match self.layout.axis {
-            Axis::Num { log: true } => format!("{name}, log scale"),
-            _ => name,
+        if log {
+            format!("{name}, log scale")
+        } else {
+            name
         }
     }
 
@@ -523,7 +535,8 @@ impl ReportFigure {
         let u = self.table.unit.as_str();
         let what = if u.contains("/s") {
             "rate"
-        } else if ["ns", "us", "ms", "s"].contains(&u.split('/').next().unwrap_or("")) {
+        } else if ["ns", "us", "µs", "ms", "s"].contains(&u.split(['/', ' ']).next().unwrap_or(""))
+        {
             "time"
         } else {
             "value"
@@ -610,6 +623,9 @@ fn y_range(vals: &[f64]) -> (f64, f64, bool) {
 
 impl Figure for ReportFigure {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()> {
+        if let Some(st) = &self.stack {
+            return st.draw(&self.table, area, &self.caption());
+        }
         let t = &self.table;
         let lay = &self.layout;
         let looks = style::looks(&lay.series);
@@ -631,7 +647,7 @@ impl Figure for ReportFigure {
                     .map_err(Error::drawing)?;
             } else {
                 // A line sample only where the series are drawn as lines (numbers on x).
-                if matches!(lay.axis, Axis::Num { .. }) {
+                if matches!(lay.axis, Axis::Num) {
                     legend
                         .draw(&PathElement::new(
                             vec![(6, y), (36, y)],
@@ -645,32 +661,12 @@ impl Figure for ReportFigure {
                 .draw(&Text::new(name.clone(), (44, y - 8), font(14.0)))
                 .map_err(Error::drawing)?;
         }
-        let finite: Vec<f64> = t
-            .rows
-            .iter()
-            .map(|r| r.value)
-            .filter(|v| v.is_finite())
-            .collect();
-        let (y0, y1, ylog) = y_range(&finite);
-        let xs: Vec<f64> = t.rows.iter().filter_map(|r| self.x_of(r)).collect();
-        let (x0, x1) = match &lay.axis {
-            Axis::Names(n) => (-0.5, n.len() as f64 - 0.5),
-            Axis::Num { log } => {
-                let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
-                let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                if !(lo.is_finite() && hi.is_finite()) {
-                    (0.0, 1.0)
-                } else if hi > lo {
-                    let pad = (hi - lo) * 0.05;
-                    (lo - pad, hi + pad)
-                } else if *log {
-                    (lo - 0.5, hi + 0.5)
-                } else {
-                    let pad = lo.abs().max(1.0) * 0.5;
-                    (lo - pad, hi + pad)
-                }
-            }
+        let names = match &lay.axis {
+            Axis::Names(n) => n.clone(),
+            Axis::Num => Vec::new(),
         };
+        // Sizes in bytes are powers of two: their log axis is log2, ticked 1K, 4K, 16K.
+        let bytes = lay.x.as_deref() == Some("bytes");
         let n = lay.panels.len().max(1);
         let cols = if n <= 1 {
             1
@@ -681,53 +677,124 @@ impl Figure for ReportFigure {
         };
         let rows_n = n.div_ceil(cols);
         let cells = plots.split_evenly((rows_n, cols));
-        let xlog = matches!(lay.axis, Axis::Num { log: true });
-        let names = match &lay.axis {
-            Axis::Names(n) => n.clone(),
-            Axis::Num { .. } => Vec::new(),
+        // One y range for all panels, so that they compare; panels named by a name (an
+        // operation, a part) are different measurements and get their own.
+        let own_y = lay
+            .panels
+            .iter()
+            .any(|(k, _)| k.iter().any(|p| matches!(p, Param::Name(_))));
+        let finite_of = |rows: &[usize]| -> Vec<f64> {
+            rows.iter()
+                .map(|&i| t.rows[i].value)
+                .filter(|v| v.is_finite())
+                .collect()
         };
+        let every: Vec<usize> = (0..t.rows.len()).collect();
         let x_whole = t
             .rows
             .iter()
             .filter_map(|r| lay.x.as_ref().and_then(|k| r.get(k)))
             .all(|p| matches!(p, Param::Num(v) if v.fract() == 0.0));
-        let x_fmt = |v: &f64| -> String {
-            if !names.is_empty() {
-                let i = v.round();
-                if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-                    return names[i as usize].clone();
-                }
-                return String::new();
-            }
-            if (xlog || x_whole) && (v - v.round()).abs() > 1e-6 {
-                // Counts and decades only: no tick at 1.5 threads or 10^2.5 bytes.
-                return String::new();
-            }
-            let v = if xlog { 10f64.powf(*v) } else { *v };
-            if lay.x.as_deref() == Some("bytes") {
-                bytes_tick(v)
-            } else {
-                tick(v)
-            }
-        };
-        let y_fmt = |v: &f64| {
-            if ylog && (v - v.round()).abs() > 1e-6 {
-                // Decades only: 10^1.5 would read as 31.62.
-                return String::new();
-            }
-            tick(if ylog { 10f64.powf(*v) } else { *v })
-        };
-        let x_labels = match &lay.axis {
-            Axis::Names(n) => n.len() + 1,
-            Axis::Num { log: true } => ((x1 - x0).ceil() as usize + 1).clamp(2, 10),
-            Axis::Num { log: false } => 8,
-        };
-        let y_labels = if ylog {
-            ((y1 - y0).ceil() as usize + 2).clamp(3, 12)
-        } else {
-            8
-        };
+        let measured_series: Vec<&String> = lay
+            .series
+            .iter()
+            .filter(|s| *s != tiers_bench::limit::IMPL)
+            .collect();
         for (cell, (key, rows)) in cells.iter().zip(&lay.panels) {
+            let (y0, y1, ylog) = y_range(&finite_of(if own_y { rows } else { &every }));
+            // This panel's own x: its range, and log where it spans two decades.
+            let raw: Vec<f64> = rows
+                .iter()
+                .filter_map(|&i| self.x_raw(&t.rows[i]))
+                .filter(|v| v.is_finite())
+                .collect();
+            let lo = raw.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = raw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let numeric = names.is_empty() && lo.is_finite();
+            let single = numeric && hi == lo;
+            let xlog = numeric && lo > 0.0 && hi / lo >= 100.0;
+            // Drawing-space x of a raw x; a panel measured at one x draws it at 0.
+            let xt = |v: f64| -> Option<f64> {
+                if single {
+                    Some(0.0)
+                } else if xlog {
+                    (v > 0.0).then(|| if bytes { v.log2() } else { v.log10() })
+                } else {
+                    Some(v)
+                }
+            };
+            let xinv = |v: f64| {
+                if xlog {
+                    if bytes {
+                        2f64.powf(v)
+                    } else {
+                        10f64.powf(v)
+                    }
+                } else {
+                    v
+                }
+            };
+            let (x0, x1) = if !names.is_empty() {
+                (-0.5, names.len() as f64 - 0.5)
+            } else if !numeric {
+                (0.0, 1.0)
+            } else if single {
+                (-1.0, 1.0)
+            } else {
+                let (a, b) = (xt(lo).unwrap_or(0.0), xt(hi).unwrap_or(1.0));
+                let pad = (b - a) * 0.05;
+                (a - pad, b + pad)
+            };
+            let x_fmt = |v: &f64| -> String {
+                if !names.is_empty() {
+                    let i = v.round();
+                    if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+                        return names[i as usize].clone();
+                    }
+                    return String::new();
+                }
+                let v = if single {
+                    // The one value measured, at the middle only.
+                    if v.abs() > 1e-6 {
+                        return String::new();
+                    }
+                    lo
+                } else {
+                    if (xlog || x_whole) && (v - v.round()).abs() > 1e-6 {
+                        // Counts and whole powers only: no tick at 1.5 threads or 2^10.5 bytes.
+                        return String::new();
+                    }
+                    xinv(*v)
+                };
+                if bytes {
+                    bytes_tick(v)
+                } else {
+                    tick(v)
+                }
+            };
+            let y_fmt = |v: &f64| {
+                if ylog && (v - v.round()).abs() > 1e-6 {
+                    // Decades only: 10^1.5 would read as 31.62.
+                    return String::new();
+                }
+                tick(if ylog { 10f64.powf(*v) } else { *v })
+            };
+            let x_labels = if !names.is_empty() {
+                names.len() + 1
+            } else if single {
+                3
+            } else if xlog {
+                // No more ticks than fit side by side at ~56 px each ("256K" and a gap).
+                let fit = (cell.dim_in_pixel().0 / 56).max(2) as usize;
+                ((x1 - x0).ceil() as usize + 1).clamp(2, 10).min(fit)
+            } else {
+                8
+            };
+            let y_labels = if ylog {
+                ((y1 - y0).ceil() as usize + 2).clamp(3, 12)
+            } else {
+                8
+            };
             let caption: Vec<String> = lay
                 .panel_keys
                 .iter()
@@ -735,9 +802,15 @@ impl Figure for ReportFigure {
                 .map(|(k, v)| format!("{k} = {}", v.text()))
                 .collect();
             let mut cb = ChartBuilder::on(cell);
+            // Room for the widest y tick (7 px a character) beside the axis title.
+            let widest = [y0, y1]
+                .iter()
+                .map(|&v| tick(if ylog { 10f64.powf(v.round()) } else { v }).len())
+                .max()
+                .unwrap_or(4) as u32;
             cb.margin(8)
                 .x_label_area_size(44)
-                .y_label_area_size(if ylog { 62 } else { 74 });
+                .y_label_area_size((widest * 7 + 36).max(if ylog { 62 } else { 74 }));
             if !caption.is_empty() {
                 cb.caption(caption.join(", "), font(15.0));
             }
@@ -746,7 +819,7 @@ impl Figure for ReportFigure {
                 .map_err(Error::drawing)?;
             chart
                 .configure_mesh()
-                .x_desc(self.x_label())
+                .x_desc(self.x_label(xlog))
                 .y_desc(self.y_label(ylog))
                 .x_labels(x_labels)
                 .y_labels(y_labels)
@@ -765,19 +838,21 @@ impl Figure for ReportFigure {
             let root = cell;
             let origin = root.get_base_pixel();
             let local = |p: (i32, i32)| (p.0 - origin.0, p.1 - origin.1);
-            let spread = !names.is_empty() && lay.series.len() > 1;
-            for (si, (name, look)) in lay.series.iter().zip(&looks).enumerate() {
+            let spread = !names.is_empty() && measured_series.len() > 1;
+            for (name, look) in lay.series.iter().zip(&looks) {
                 let mut pts: Vec<(f64, f64)> = rows
                     .iter()
                     .map(|&i| &t.rows[i])
                     .filter(|r| r.imp == *name && r.value.is_finite())
                     .filter(|r| !ylog || r.value > 0.0)
                     .filter_map(|r| {
-                        if r.is_limit() && lay.x.as_ref().is_some_and(|k| r.get(k).is_none()) {
+                        if r.is_limit()
+                            && (single || lay.x.as_ref().is_some_and(|k| r.get(k).is_none()))
+                        {
                             // A limit for the whole panel: a line across it.
                             return Some((f64::NAN, yv(r.value)));
                         }
-                        self.x_of(r).map(|x| (x, yv(r.value)))
+                        self.x_raw(r).and_then(xt).map(|x| (x, yv(r.value)))
                     })
                     .collect();
                 if name == tiers_bench::limit::IMPL {
@@ -799,8 +874,10 @@ impl Figure for ReportFigure {
                         let seg: Vec<(i32, i32)> =
                             along.iter().map(|&(x, y)| local(px(x, y))).collect();
                         if seg.len() == 1 {
+                            // Measured at one x of several: a dashed stub there, wide enough
+                            // to read as the limit's dash.
                             let (x, y) = seg[0];
-                            style::dashed(root, &[(x - 20, y), (x + 20, y)], LIMIT.stroke_width(2))
+                            style::dashed(root, &[(x - 30, y), (x + 30, y)], LIMIT.stroke_width(2))
                                 .map_err(Error::drawing)?;
                         } else {
                             style::dashed(root, &seg, LIMIT.stroke_width(2))
@@ -812,7 +889,8 @@ impl Figure for ReportFigure {
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 if spread {
                     // Names on x: series side by side around their category, no lines.
-                    let off = (si as f64 / (lay.series.len() - 1) as f64 - 0.5) * 0.5;
+                    let si = measured_series.iter().position(|s| *s == name).unwrap_or(0);
+                    let off = (si as f64 / (measured_series.len() - 1) as f64 - 0.5) * 0.5;
                     for p in &mut pts {
                         p.0 += off;
                     }
