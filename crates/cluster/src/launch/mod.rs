@@ -528,6 +528,8 @@ impl Job {
                     failed = Some(None);
                     continue;
                 }
+                // What a dead replica started would hold its output open and run on.
+                sys::signal_group(pids[r], libc::SIGKILL);
                 let l = r / reps;
                 let group = &ends[l * reps..(l + 1) * reps];
                 let dead = |e: &Option<End>| e.is_some_and(|e| !e.ok());
