@@ -312,7 +312,6 @@ impl Rank<'_> {
         }
         let mut totals = vec![0i64; nb + TESTS];
         self.comm
-            .world()
             .allreduce(&size, &mut totals, Op::Sum, Timeout::Block)
             .map_err(Self::cluster)?;
         // Which buckets go to which rank: fill ranks in order until each holds num_keys.
@@ -458,7 +457,12 @@ impl Rank<'_> {
 /// [`Error::Invalid`] for a world size that is not a power of two or too large for the class,
 /// or when the cluster tier fails.
 pub fn run(world: &World, class: Class, opts: Options) -> Result<Report> {
-    let (me, np) = (world.rank(), world.size());
+    // In a replicated job (`tiers run --replicas R`) the communicator's ranks are the logical
+    // ones and every exchange goes through it.
+    let replicas = tiers_cluster::twosided::Placement::from_env(world)
+        .map_err(Rank::cluster)?
+        .map_or(1, |p| p.replicas);
+    let (me, np) = (world.rank() / replicas, world.size() / replicas);
     let p = class.params();
     let total = 1usize << p.total_keys_log2;
     if !np.is_power_of_two() || np > 1024 || np > total >> 4 {
@@ -498,19 +502,19 @@ pub fn run(world: &World, class: Class, opts: Options) -> Result<Report> {
     r.rank(1)?;
     r.passed = 0;
     r.failures.clear();
-    world.barrier(Timeout::Block).map_err(Rank::cluster)?;
+    r.comm.barrier(Timeout::Block).map_err(Rank::cluster)?;
     let t = Instant::now();
     for it in 1..=ITERATIONS {
         r.rank(it)?;
     }
     let mine = t.elapsed().as_secs_f64();
     let mut seconds = [0f64];
-    world
+    r.comm
         .allreduce(&[mine], &mut seconds, Op::Max, Timeout::Block)
         .map_err(Rank::cluster)?;
     r.full_verify(opts.corrupt_rank == Some(me))?;
     let mut passed = [0u64];
-    world
+    r.comm
         .allreduce(&[r.passed], &mut passed, Op::Sum, Timeout::Block)
         .map_err(Rank::cluster)?;
     r.comm.barrier(Timeout::Block).map_err(Rank::cluster)?;

@@ -44,7 +44,31 @@ pub mod env {
     /// The smallest transfer (bytes) the `proxy` policy hands to its thread (default
     /// [`PROXY_MIN`](crate::PROXY_MIN)).
     pub const PROXY_MIN: &str = "TIERS_PROXY_MIN";
+    /// Replicas per logical rank (`tiers run --replicas R`; absent or 1: no replication). The
+    /// world then has `R ×` logical ranks processes; process `r` is replica `r % R` of logical
+    /// rank `r / R`.
+    pub const REPLICAS: &str = "TIERS_REPLICAS";
+    /// This process's replica index, `0..R` (set with [`REPLICAS`]).
+    pub const REPLICA: &str = "TIERS_REPLICA";
+    /// Milliseconds a replicated receiver waits for one replica of a sender before it marks it
+    /// suspect and asks the next (default [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT)).
+    pub const REPLICA_TIMEOUT_MS: &str = "TIERS_REPLICA_TIMEOUT_MS";
 }
+
+/// How long a replicated receiver waits for the replica of a sender it asked before it asks
+/// the next one too: long enough that a replica busy computing between two calls (IS class A
+/// ranks 2^22 keys between exchanges in well under a second) is not taken for a stopped one,
+/// short enough that a stopped replica costs the job a second once.
+pub const REPLICA_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// Messages a replica keeps in its send log per destination rank before it drops the oldest
+/// (see `twosided::replicated`): a replica that lags its siblings by more than this many
+/// messages to one rank can no longer be served by the replicas that dropped them.
+pub const REPLICA_LOG_MESSAGES: usize = 4096;
+
+/// Bytes a replica keeps in its send log in all before it drops the oldest messages, whoever
+/// has taken them: bounds the log of a job whose receivers' replicas all lag.
+pub const REPLICA_LOG_BYTES: usize = 1 << 30;
 
 /// Variables an MPI launcher sets for its ranks (Open MPI, MPICH/Hydra and Slurm's PMI,
 /// PMIx): any of them means this process was started by one.

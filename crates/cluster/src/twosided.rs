@@ -50,6 +50,19 @@
 //! The timestamps, the sender's log and the receiver's queues keyed by timestamp are what a
 //! replicated world needs on top: a receiver can pull a message by its (sender, tag, timestamp)
 //! from any replica of the sender that still logs it.
+//!
+//! # Replicas
+//!
+//! In a job of `tiers run -n N --replicas R` a `Comm` speaks for the logical rank (its
+//! [`Comm::rank`] and [`Comm::size`] are logical) and moves messages as VolpexMPI does: the
+//! sender logs, the receiver pulls from whichever replica of the sender answers first, a
+//! replica that does not answer in time is skipped ([`Comm::state`] shows what this process
+//! knows of every replica). The protocol, the log's bound and its limits are in
+//! `twosided/replicated.rs`.
+
+mod replicated;
+
+pub use replicated::{Placement, ReplicaState};
 
 use crate::collective::{
     as_bytes, as_bytes_mut, combine, Collective, DataType, Op, Pod, Reducible,
@@ -157,6 +170,18 @@ pub struct Comm<'w> {
     size: usize,
     opts: Options,
     state: RefCell<State>,
+    /// The replicated mode: `me` and `size` above are then the processes'.
+    repl: Option<replicated::Replicas>,
+}
+
+impl Drop for Comm<'_> {
+    /// A replica goes on serving its peers' requests until they are done (see
+    /// `twosided/replicated.rs`); an unreplicated `Comm` leaves at once.
+    fn drop(&mut self) {
+        if let Some(r) = &self.repl {
+            r.leave(self);
+        }
+    }
 }
 
 /// Encodes a slot count as a notification value.
@@ -216,6 +241,52 @@ impl<'w> Comm<'w> {
         opts: Options,
         timeout: Timeout,
     ) -> Result<Comm<'w>> {
+        match Placement::from_env(world)? {
+            Some(p) => Comm::replicated(world, seg, opts, p.replicas, timeout),
+            None => Comm::physical(world, seg, opts, timeout),
+        }
+    }
+
+    /// A `Comm` of `world.size() / replicas` logical ranks, each run by `replicas` processes
+    /// (world ranks `l·replicas ..`), in VolpexMPI's replicated mode (see the module notes);
+    /// what [`Comm::new`] does when the launcher set `TIERS_REPLICAS`. The replica timeout is
+    /// `TIERS_REPLICA_TIMEOUT_MS` or [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT).
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::with_options`], and [`Error::Setup`] when `replicas` is not in 1..=64 or
+    /// does not divide the world's size, or for a malformed timeout variable.
+    pub fn replicated(
+        world: &'w World,
+        seg: SegId,
+        opts: Options,
+        replicas: usize,
+        timeout: Timeout,
+    ) -> Result<Comm<'w>> {
+        let place = Placement::of(world, replicas)?;
+        let wait = replicated::timeout_from_env()?;
+        let mut c = Comm::physical(world, seg, opts, timeout)?;
+        if replicas > 1 {
+            c.repl = Some(replicated::Replicas::new(place, wait));
+        }
+        Ok(c)
+    }
+
+    /// Where this process sits among the replicas (`None` when not replicated).
+    pub fn placement(&self) -> Option<Placement> {
+        self.repl.as_ref().map(replicated::Replicas::placement)
+    }
+
+    /// What this process knows of every replica, per logical rank (one `Alive` entry per rank
+    /// when not replicated).
+    pub fn state(&self) -> Vec<Vec<ReplicaState>> {
+        match &self.repl {
+            Some(r) => r.state(),
+            None => vec![vec![ReplicaState::Alive]; self.size],
+        }
+    }
+
+    fn physical(world: &'w World, seg: SegId, opts: Options, timeout: Timeout) -> Result<Comm<'w>> {
         let size = world.size();
         if size > NOTIFICATIONS / 2 {
             return Err(Error::Setup(format!(
@@ -254,17 +325,20 @@ impl<'w> Comm<'w> {
                 acked: vec![0; size],
                 pending: None,
             }),
+            repl: None,
         })
     }
 
-    /// This rank.
+    /// This rank (the logical rank when replicated).
     pub fn rank(&self) -> Rank {
-        self.me
+        self.repl.as_ref().map_or(self.me, |r| r.placement().rank)
     }
 
-    /// Number of ranks.
+    /// Number of ranks (logical ranks when replicated).
     pub fn size(&self) -> usize {
-        self.size
+        self.repl
+            .as_ref()
+            .map_or(self.size, |r| r.placement().ranks)
     }
 
     /// The world underneath.
@@ -309,6 +383,9 @@ impl<'w> Comm<'w> {
     /// later calls; [`Comm::flush`] waits for it), and the errors of the one-sided calls
     /// underneath.
     pub fn send(&self, dest: Rank, tag: u32, data: &[u8], timeout: Timeout) -> Result<()> {
+        if let Some(r) = &self.repl {
+            return r.send(self, dest, tag, data);
+        }
         self.check_rank(dest)?;
         self.post(dest, USER, tag, data.to_vec())?;
         self.flush(timeout)
@@ -341,8 +418,7 @@ impl<'w> Comm<'w> {
     /// time (calling again resumes), [`Error::PeerFailed`] when `src` failed before sending
     /// it, and the errors of the one-sided calls underneath.
     pub fn recv(&self, src: Rank, tag: u32, buf: &mut [u8], timeout: Timeout) -> Result<usize> {
-        self.check_rank(src)?;
-        self.receive(src, USER, tag, timeout.deadline(), |m| {
+        let take = |m: &[u8]| {
             if m.len() > buf.len() {
                 return Err(Error::BufferTooSmall {
                     need: m.len(),
@@ -351,7 +427,12 @@ impl<'w> Comm<'w> {
             }
             buf[..m.len()].copy_from_slice(m);
             Ok(m.len())
-        })
+        };
+        if let Some(r) = &self.repl {
+            return r.recv(self, src, tag, timeout, take);
+        }
+        self.check_rank(src)?;
+        self.receive(src, USER, tag, timeout.deadline(), take)
     }
 
     /// As [`Comm::recv`], into a vector of the message's length.
@@ -360,6 +441,9 @@ impl<'w> Comm<'w> {
     ///
     /// As [`Comm::recv`] (no `BufferTooSmall`).
     pub fn recv_vec(&self, src: Rank, tag: u32, timeout: Timeout) -> Result<Vec<u8>> {
+        if let Some(r) = &self.repl {
+            return r.recv(self, src, tag, timeout, |m| Ok(m.to_vec()));
+        }
         self.check_rank(src)?;
         self.receive(src, USER, tag, timeout.deadline(), |m| Ok(m.to_vec()))
     }
@@ -439,6 +523,9 @@ impl<'w> Comm<'w> {
     /// [`Error::Timeout`] (calling again resumes), [`Error::PeerFailed`] when a receiver failed,
     /// and the errors of the one-sided calls underneath.
     pub fn flush(&self, timeout: Timeout) -> Result<()> {
+        if let Some(r) = &self.repl {
+            return r.flush(self);
+        }
         let deadline = timeout.deadline();
         loop {
             self.progress(Deadline::Now)?;
@@ -639,6 +726,9 @@ impl<'w> Comm<'w> {
     /// [`Error::Timeout`], [`Error::PeerFailed`], [`Error::CollectiveMismatch`] when this rank
     /// has another collective of this `Comm` pending after a timeout.
     pub fn barrier(&self, timeout: Timeout) -> Result<()> {
+        if let Some(r) = &self.repl {
+            return r.barrier(self, timeout);
+        }
         let deadline = timeout.deadline();
         let (me, p) = (self.me, self.size);
         let rounds = (usize::BITS - (p - 1).leading_zeros()) as usize;
@@ -679,6 +769,9 @@ impl<'w> Comm<'w> {
                 input: input.len(),
                 output: output.len(),
             });
+        }
+        if let Some(r) = &self.repl {
+            return r.allreduce(self, input, output, op, timeout);
         }
         let deadline = timeout.deadline();
         let (me, p) = (self.me, self.size);
@@ -731,13 +824,14 @@ impl<'w> Comm<'w> {
     /// [`Error::LengthMismatch`] when `send` and `recv` differ in length or are not a multiple
     /// of the size, and as [`Comm::alltoallv`].
     pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T], timeout: Timeout) -> Result<()> {
-        if send.len() != recv.len() || send.len() % self.size != 0 {
+        let p = self.size();
+        if send.len() != recv.len() || send.len() % p != 0 {
             return Err(Error::LengthMismatch {
                 input: send.len(),
                 output: recv.len(),
             });
         }
-        let counts = vec![send.len() / self.size; self.size];
+        let counts = vec![send.len() / p; p];
         self.alltoallv(send, &counts, recv, &counts, timeout)
     }
 
@@ -759,7 +853,7 @@ impl<'w> Comm<'w> {
         recv_counts: &[usize],
         timeout: Timeout,
     ) -> Result<()> {
-        let p = self.size;
+        let p = self.size();
         let sum = |c: &[usize]| c.iter().try_fold(0usize, |a, &x| a.checked_add(x));
         if send_counts.len() != p || recv_counts.len() != p {
             return Err(Error::LengthMismatch {
@@ -784,6 +878,18 @@ impl<'w> Comm<'w> {
                 .collect::<Vec<_>>()
         };
         let (soff, roff) = (starts(send_counts), starts(recv_counts));
+        if let Some(r) = &self.repl {
+            return r.alltoallv(
+                self,
+                send,
+                &soff,
+                send_counts,
+                recv,
+                &roff,
+                recv_counts,
+                timeout,
+            );
+        }
         let deadline = timeout.deadline();
         let me = self.me;
         let sbytes = as_bytes(send);

@@ -10,6 +10,26 @@
 //! objects that the next launcher's sweep removes. Every rank leads a process
 //! group of its own, and ending a rank signals the whole group, so that what a rank started
 //! (a shell's children, say) ends with it.
+//!
+//! # Replicas
+//!
+//! With [`Job::replicas`] `R > 1` the job is `n × R` processes: process `p` is replica `p % R`
+//! of logical rank `p / R` (environment `TIERS_REPLICA`, `TIERS_REPLICAS`; `TIERS_RANK` and
+//! `TIERS_SIZE` stay those of the process, the world underneath `twosided::Comm`'s replicated
+//! mode). A replica that dies is reported and marked failed (its peers get `PeerFailed`), and
+//! the job goes on as long as every logical rank has a replica that has not failed; when all
+//! the replicas of one rank have failed the job ends ([`Stop::Lost`] names the rank). Once
+//! every logical rank has a replica that exited with code 0, the replicas still running are
+//! redundant and are ended after the grace period (a stopped one would otherwise hold the job).
+//!
+//! The replicas of a rank write the same lines, so their output is merged line by line: line
+//! `i` of a logical rank's standard output (and, apart, of its standard error) is forwarded
+//! once, by whichever replica writes it first, and the others' copies are dropped. A replica
+//! that dies in the middle of a line loses only that unfinished line, which another replica
+//! then writes whole: nothing is lost or duplicated as long as the replicas write the same
+//! lines (a line that differs between them, a timing say, comes from one of them, whole).
+//! A last line without a newline is dropped in a replicated job (a dying replica's half line
+//! cannot be told from it).
 
 use crate::config::{env, LAUNCH_GRACE, LAUNCH_KILL_AFTER, LAUNCH_WATCH, PREFIX_LINE_MAX};
 use crate::engine::shm::{self, JobControl};
@@ -19,7 +39,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How a rank ended.
@@ -59,12 +79,16 @@ pub struct Outcome {
     pub job: String,
     /// Why the launcher ended the job early, if it did.
     pub stop: Option<Stop>,
+    /// Replicas per logical rank (`ends` holds `replicas` entries per rank, replica order).
+    pub replicas: usize,
 }
 
 impl Outcome {
-    /// Whether every rank exited with code 0.
+    /// Whether every rank exited with code 0; in a replicated job, whether every logical rank
+    /// has a replica that exited with code 0.
     pub fn success(&self) -> bool {
-        self.ends.iter().all(|e| e.ok()) && self.stop.is_none()
+        let r = self.replicas.max(1);
+        self.stop.is_none() && self.ends.chunks(r).all(|c| c.iter().any(|e| e.ok()))
     }
 }
 
@@ -84,6 +108,11 @@ pub enum Stop {
     Signal(i32),
     /// The launcher's output was closed (`tiers run --prefix … | head`).
     OutputClosed,
+    /// Every replica of this logical rank failed (a replicated job).
+    Lost {
+        /// The logical rank.
+        rank: usize,
+    },
 }
 
 pub use crate::config::MAX_RANKS;
@@ -116,8 +145,11 @@ pub struct Job {
     /// End the job when it runs longer than this.
     pub timeout: Option<Duration>,
     /// Forward the launcher's standard input to rank 0 (as mpirun does); the other ranks
-    /// read `/dev/null`. Without it every rank reads `/dev/null`.
+    /// read `/dev/null`. Without it every rank reads `/dev/null`. In a replicated job only
+    /// replica 0 of rank 0 gets it.
     pub stdin_to_rank0: bool,
+    /// Replicas per logical rank (1: none; see the [module](self) notes). `shm` only.
+    pub replicas: usize,
 }
 
 impl Job {
@@ -137,6 +169,16 @@ impl Job {
             env: Vec::new(),
             timeout: None,
             stdin_to_rank0: false,
+            replicas: 1,
+        }
+    }
+
+    /// Processes the job starts: one for the `local` engine, else `n × replicas`.
+    pub fn processes(&self) -> usize {
+        if self.engine == "local" {
+            1
+        } else {
+            self.n.saturating_mul(self.replicas.max(1))
         }
     }
 
@@ -154,7 +196,26 @@ impl Job {
                 self.n
             ));
         }
-        let procs = if self.engine == "local" { 1 } else { self.n };
+        if self.replicas == 0 {
+            return invalid("--replicas must be at least 1".into());
+        }
+        if self.replicas > 1 && self.engine != "shm" {
+            return invalid(format!(
+                "--replicas {} needs the shm engine (a process per replica), not {}",
+                self.replicas, self.engine
+            ));
+        }
+        if self
+            .n
+            .checked_mul(self.replicas)
+            .is_none_or(|p| p > MAX_RANKS)
+        {
+            return invalid(format!(
+                "-n {} × --replicas {}: at most {MAX_RANKS} processes per host",
+                self.n, self.replicas
+            ));
+        }
+        let procs = self.processes();
         if let Some(limit) = process_limit() {
             if procs as u64 >= limit {
                 return invalid(format!(
@@ -164,7 +225,7 @@ impl Job {
             }
         }
         if self.engine == "shm" {
-            let need = crate::engine::ctl::Ctl::len(self.n);
+            let need = crate::engine::ctl::Ctl::len(procs);
             if let Some(free) = shm_free_bytes() {
                 if need as u64 > free {
                     return invalid(format!(
@@ -196,9 +257,10 @@ impl Job {
         self.check_limits()?;
         shm::sweep_stale();
         let job = shm::new_job_id();
-        let procs = if self.engine == "local" { 1 } else { self.n };
+        let procs = self.processes();
+        let reps = self.replicas.max(1);
         let jc = if self.engine == "shm" {
-            Some(JobControl::create(&job, self.n)?)
+            Some(JobControl::create(&job, procs)?)
         } else {
             None
         };
@@ -214,22 +276,31 @@ impl Job {
         let mut pumps = Vec::new();
         let mut ends: Vec<Option<End>> = vec![None; procs];
         let closed = Arc::new(AtomicBool::new(false));
+        // Per logical rank, lines of standard output and of standard error forwarded so far.
+        let merged: Vec<[Arc<Mutex<u64>>; 2]> = (0..self.n)
+            .map(|_| [Arc::default(), Arc::default()])
+            .collect();
         let started = Instant::now();
         for r in 0..procs {
             // Ranks that already ended are reaped while the others start.
             self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
             let mut cmd = Command::new(&self.program);
+            let size = if reps > 1 { procs } else { self.n };
             cmd.args(&self.args)
                 .env(env::ENGINE, &self.engine)
                 .env(env::JOB, &job)
                 .env(env::RANK, r.to_string())
-                .env(env::SIZE, self.n.to_string())
+                .env(env::SIZE, size.to_string())
                 .env(env::LOCAL_RANK, r.to_string())
-                .env(env::LOCAL_SIZE, self.n.to_string())
+                .env(env::LOCAL_SIZE, size.to_string())
                 .env(env::THREADS, self.threads.max(1).to_string())
                 .env(env::JOB_CPUS, cpus.len().max(1).to_string())
                 .envs(self.env.iter().map(|(k, v)| (k, v)));
-            if self.prefix {
+            if reps > 1 {
+                cmd.env(env::REPLICAS, reps.to_string())
+                    .env(env::REPLICA, (r % reps).to_string());
+            }
+            if self.prefix || reps > 1 {
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             }
             if r == 0 && self.stdin_to_rank0 {
@@ -259,7 +330,22 @@ impl Job {
                     ));
                 }
             };
-            if self.prefix {
+            if reps > 1 {
+                let l = r / reps;
+                let tag = self.prefix.then_some(l);
+                if let Some(o) = child.stdout.take() {
+                    let (c, m) = (closed.clone(), merged[l][0].clone());
+                    pumps.push(std::thread::spawn(move || {
+                        pump_merged(o, tag, false, &m, &c)
+                    }));
+                }
+                if let Some(o) = child.stderr.take() {
+                    let (c, m) = (closed.clone(), merged[l][1].clone());
+                    pumps.push(std::thread::spawn(move || {
+                        pump_merged(o, tag, true, &m, &c)
+                    }));
+                }
+            } else if self.prefix {
                 if let Some(o) = child.stdout.take() {
                     let c = closed.clone();
                     pumps.push(std::thread::spawn(move || pump(o, r, false, &c)));
@@ -303,9 +389,21 @@ impl Job {
                 failed_at = Some(Instant::now().checked_sub(self.grace).unwrap_or(started));
             }
             let stopping = termed_at.is_some() || output_closed;
-            if self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping) {
+            if let Some(lost) = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping) {
                 failed_at.get_or_insert_with(Instant::now);
-                stop.get_or_insert(Stop::Failure);
+                stop.get_or_insert(match lost {
+                    Some(rank) => Stop::Lost { rank },
+                    None => Stop::Failure,
+                });
+            }
+            // Every logical rank has a replica that finished: the others are redundant.
+            if reps > 1
+                && failed_at.is_none()
+                && ends
+                    .chunks(reps)
+                    .all(|c| c.iter().any(|e| e.is_some_and(End::ok)))
+            {
+                failed_at = Some(Instant::now());
             }
             let now = Instant::now();
             let at_once = now.checked_sub(self.grace).unwrap_or(started);
@@ -337,7 +435,8 @@ impl Job {
             if let Some(t) = failed_at {
                 if termed_at.is_none() && t.elapsed() >= self.grace {
                     let left: Vec<usize> = (0..procs).filter(|&r| ends[r].is_none()).collect();
-                    if self.report && !left.is_empty() && stop == Some(Stop::Failure) {
+                    let failure = matches!(stop, Some(Stop::Failure | Stop::Lost { .. }));
+                    if self.report && !left.is_empty() && failure {
                         eprintln!("tiers run: ending ranks {left:?} after a failure");
                     }
                     for &r in &left {
@@ -370,10 +469,13 @@ impl Job {
                 .collect(),
             job,
             stop,
+            replicas: reps,
         })
     }
 
-    /// Collects the ranks that ended since the last call; `true` when one of them failed.
+    /// Collects the ranks that ended since the last call; `Some` when the job has failed:
+    /// `Some(None)` when a rank failed, `Some(Some(l))` when every replica of logical rank `l`
+    /// has (a replicated job, where a replica's failure alone is not the job's).
     /// `stopping`: the launcher has signalled the ranks, so a death by signal is its doing.
     fn reap(
         &self,
@@ -382,8 +484,9 @@ impl Job {
         jc: Option<&JobControl>,
         pids: &[u32],
         stopping: bool,
-    ) -> bool {
-        let mut failed = false;
+    ) -> Option<Option<usize>> {
+        let reps = self.replicas.max(1);
+        let mut failed = None;
         for r in 0..children.len() {
             let Some(c) = children[r].as_mut() else {
                 continue;
@@ -410,9 +513,35 @@ impl Job {
                         }
                         End::Stopped => String::new(),
                     };
-                    eprintln!("tiers run: rank {r} (pid {}) {how}", pids[r]);
+                    if reps > 1 {
+                        eprintln!(
+                            "tiers run: replica {} of rank {} (pid {}) {how}",
+                            r % reps,
+                            r / reps,
+                            pids[r]
+                        );
+                    } else {
+                        eprintln!("tiers run: rank {r} (pid {}) {how}", pids[r]);
+                    }
                 }
-                failed = true;
+                if reps == 1 {
+                    failed = Some(None);
+                    continue;
+                }
+                // What a dead replica started would hold its output open and run on.
+                sys::signal_group(pids[r], libc::SIGKILL);
+                let l = r / reps;
+                let group = &ends[l * reps..(l + 1) * reps];
+                let dead = |e: &Option<End>| e.is_some_and(|e| !e.ok());
+                if group.iter().all(dead) {
+                    if self.report {
+                        eprintln!("tiers run: rank {l} lost: all {reps} of its replicas failed");
+                    }
+                    failed = Some(Some(l));
+                } else if self.report {
+                    let live: Vec<usize> = (0..reps).filter(|&k| !dead(&group[k])).collect();
+                    eprintln!("tiers run: rank {l} goes on with replicas {live:?}");
+                }
             }
         }
         failed
@@ -465,6 +594,45 @@ fn pump(src: impl io::Read, rank: usize, err: bool, closed: &AtomicBool) {
                 }
             }
         }
+    }
+}
+
+/// Forwards a replica's output: line `i` goes out only when no replica of the same logical
+/// rank has forwarded line `i` yet (`merged` counts the lines forwarded); an unfinished last
+/// line is dropped. `tag`: prefix lines with `[rank] `.
+fn pump_merged(
+    src: impl io::Read,
+    tag: Option<usize>,
+    err: bool,
+    merged: &Mutex<u64>,
+    closed: &AtomicBool,
+) {
+    let mut r = io::BufReader::new(src);
+    let mut line = Vec::new();
+    let mut mine = 0u64;
+    loop {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if !line.ends_with(b"\n") => return,
+            Ok(_) => {}
+        }
+        let mut fwd = merged.lock().unwrap_or_else(|p| p.into_inner());
+        if mine == *fwd {
+            let mut buf = tag.map_or_else(Vec::new, |t| format!("[{t}] ").into_bytes());
+            buf.extend_from_slice(&line);
+            let res = if err {
+                io::stderr().lock().write_all(&buf)
+            } else {
+                io::stdout().lock().write_all(&buf)
+            };
+            if res.is_err() {
+                closed.store(true, Ordering::Relaxed);
+                return;
+            }
+            *fwd += 1;
+        }
+        mine += 1;
     }
 }
 

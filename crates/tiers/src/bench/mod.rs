@@ -22,6 +22,7 @@ mod mpi;
 mod node;
 mod overlap;
 mod redblack;
+mod replication;
 
 use tiers_bench::{Opts, Report};
 
@@ -254,6 +255,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "NPB's own IS (NPB-MPI, C) under mpirun when TIERS_NPB_IS names its binary; limit = 3 copies of a rank's keys per iteration at memcpy bandwidth",
         launch: Launch::StartsRanks,
         run: is::run,
+    },
+    Bench {
+        name: "replication",
+        measures: "seconds of NPB IS's 10 timed iterations with 1 and 2 replicas per rank and with one replica killed (`tiers bench replication W -- 1`)",
+        peers: "the same job unreplicated (R = 1); limit = 3 copies of a rank's keys per iteration at memcpy bandwidth",
+        launch: Launch::StartsRanks,
+        run: replication::run,
     },
 ];
 

@@ -24,7 +24,15 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
     let opts = Options {
         corrupt_rank: a.corrupt_rank,
     };
-    let out = tiers_cluster::spmd(|w| (w.rank(), is::run(w, class, opts)))?;
+    // Replicated (`tiers run --replicas R`): every replica of rank 0 prints the report and the
+    // launcher forwards each line once.
+    let out = tiers_cluster::spmd(|w| {
+        let rank = match tiers_cluster::twosided::Placement::from_env(w) {
+            Ok(Some(p)) => p.rank,
+            _ => w.rank(),
+        };
+        (rank, is::run(w, class, opts))
+    })?;
     let mut verified = true;
     for (r, o) in out {
         let rep = o.map_err(|e| format!("tiers is: rank {r}: {e}"))?;

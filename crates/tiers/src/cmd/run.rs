@@ -13,6 +13,11 @@ pub struct RunArgs {
     /// Engine: `shm` (one process per rank) or `local` (one process, a thread per rank).
     #[arg(long, default_value = "shm", value_parser = ["shm", "local"])]
     pub engine: String,
+    /// Replicas per rank: `-n N --replicas R` starts N·R processes (shm engine), replica
+    /// `TIERS_REPLICA` of logical rank `TIERS_RANK / R`; the job survives a replica's death as
+    /// long as every rank keeps one, and each rank's output is written once.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
     /// Node-tier worker threads per rank (passed as TIERS_THREADS; pinning reserves cores).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -83,6 +88,7 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     job.grace = grace;
     job.timeout = a.timeout;
     job.stdin_to_rank0 = a.stdin == "rank0";
+    job.replicas = a.replicas;
     let out = job.run()?;
     if a.peak_rss {
         if let Some(kib) = largest_child_rss_kib() {
@@ -112,6 +118,13 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         Some(Stop::OutputClosed) => {
             return Err(Exit::new(141, "the output was closed".into()).into())
+        }
+        Some(Stop::Lost { rank }) => {
+            return Err(format!(
+                "job failed (rank {rank}: all {} of its replicas died)",
+                out.replicas
+            )
+            .into())
         }
         _ if out.success() => return Ok(()),
         _ => {}

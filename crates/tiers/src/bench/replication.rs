@@ -1,0 +1,169 @@
+//! `tiers bench replication [CLASS] [-- RANKS]`: NPB IS (`tiers is`) on RANKS logical ranks
+//! unreplicated, with 2 replicas per rank (`tiers run --replicas 2`), and with 2 replicas of
+//! which one (replica 1 of rank 0) is killed with SIGKILL a quarter of a second into the run,
+//! alternated run by run. Each value is the time IS's report gives for its ten timed
+//! iterations, the median over runs; the ratio of the replicated rows to the unreplicated one
+//! is the overhead of replication on this machine (on fewer cores than processes it is mostly
+//! the oversubscription).
+//!
+//! `limit`: as `tiers bench is`, ten iterations of three copies of one rank's keys at the
+//! memory bandwidth a `memcpy` of them reaches in this run.
+
+use super::Outcome;
+use crate::bench::Ctx;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tiers_apps::is::{Class, ITERATIONS};
+use tiers_bench::{compare, limit, progress, Candidate, Report};
+
+/// The "Time in seconds" of an NPB-style report.
+fn seconds(out: &str) -> Option<f64> {
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Time in seconds"))
+        .and_then(|r| r.trim_start_matches([' ', '=']).trim().parse().ok())
+}
+
+/// The pid of the process `launcher` started whose environment has `TIERS_RANK=rank`.
+fn rank_pid(launcher: u32, rank: usize) -> Option<i32> {
+    let want = format!("TIERS_RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+        if ppid.parse::<u32>().ok()? != launcher {
+            return None;
+        }
+        let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        env.split(|&b| b == 0)
+            .any(|kv| kv == want.as_bytes())
+            .then_some(pid)
+    })
+}
+
+/// Runs `tiers run` with `args` and returns IS's time; with `kill`, kills process 1 (replica 1
+/// of rank 0) a quarter of a second in. A failed or unverified run is an error.
+fn timed(exe: &std::path::Path, args: &[String], kill: bool) -> Result<f64, String> {
+    let child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("tiers run: {e}"))?;
+    if kill {
+        std::thread::sleep(Duration::from_millis(250));
+        if let Some(pid) = rank_pid(child.id(), 1) {
+            // SAFETY: kill has no memory effects; the pid is a rank of the job just started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("tiers run: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("VERIFICATION SUCCESSFUL") {
+        return Err(format!(
+            "tiers run {args:?} failed or did not verify: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    seconds(&text).ok_or_else(|| format!("no time in {text}"))
+}
+
+/// Runs the benchmark (it starts the ranks it needs).
+pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
+    let class = Class::parse(ctx.args.first().map_or("W", String::as_str))?;
+    let ranks: usize = match ctx.args.get(1) {
+        Some(a) => a
+            .parse()
+            .map_err(|_| format!("tiers bench replication: {a}: not a rank count"))?,
+        None => 1,
+    };
+    if ranks == 0 || !ranks.is_power_of_two() || ranks > 64 {
+        return Err(format!(
+            "tiers bench replication: {ranks} ranks: IS needs a power of two, here at most 64"
+        )
+        .into());
+    }
+    let exe = std::env::current_exe()?;
+    let letter = class.letter().to_string();
+    let keys = 1usize << class.params().total_keys_log2;
+    let rank_bytes = keys / ranks * 4;
+    let mut failure: Option<String> = None;
+    let mut r = Report::new("replication", "s", true);
+    {
+        let fail = std::cell::RefCell::new(&mut failure);
+        let job = |replicas: usize| -> Vec<String> {
+            let mut a: Vec<String> = ["run", "-n"].map(String::from).to_vec();
+            a.push(ranks.to_string());
+            a.push("--replicas".into());
+            a.push(replicas.to_string());
+            a.push("--".into());
+            a.push(exe.to_string_lossy().into());
+            a.extend(["is", "--class", &letter].map(String::from));
+            a
+        };
+        let run_one = |args: &[String], kill: bool, iters: u64| {
+            let mut total = 0.0;
+            for _ in 0..iters {
+                match timed(&exe, args, kill) {
+                    Ok(s) => total += s,
+                    Err(e) => {
+                        fail.borrow_mut().get_or_insert(e);
+                        total += 1.0;
+                    }
+                }
+            }
+            Duration::from_secs_f64(total)
+        };
+        let (one, two) = (job(1), job(2));
+        let (run_one, letter) = (&run_one, &letter);
+        let mut cands = vec![
+            Candidate::new("tiers R=1", |iters| {
+                progress(&ctx.opts, format!("replication: IS {letter}, R = 1"));
+                run_one(&one, false, iters)
+            }),
+            Candidate::new("tiers R=2", |iters| {
+                progress(&ctx.opts, format!("replication: IS {letter}, R = 2"));
+                run_one(&two, false, iters)
+            }),
+            Candidate::new("tiers R=2, one killed", |iters| {
+                progress(
+                    &ctx.opts,
+                    format!("replication: IS {letter}, R = 2, one replica killed"),
+                );
+                run_one(&two, true, iters)
+            }),
+        ];
+        let mut copy = limit::memcpy(rank_bytes);
+        cands.push(Candidate::new(limit::IMPL, move |iters| {
+            (copy.run)(iters * 3 * ITERATIONS as u64)
+        }));
+        let res = compare(ctx.opts.min_time, &mut cands);
+        let params = [("class", letter.as_str().into()), ("ranks", ranks.into())];
+        for (c, (median, _)) in cands.iter().zip(&res) {
+            if c.name == limit::IMPL {
+                r.push_limit(
+                    &params,
+                    *median,
+                    format!(
+                        "{ITERATIONS} iterations x 3 copies of one rank's keys ({rank_bytes} B): {}",
+                        limit::memcpy_note()
+                    ),
+                );
+            } else {
+                r.push(&c.name, &params, *median);
+            }
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    r.note(
+        "the kill lands 0.25 s after the launch (or not at all when the job has ended): for small classes that may be before or after the timed iterations",
+    );
+    r.note(format!(
+        "seconds of IS's {ITERATIONS} timed iterations as its report gives them, median over alternated runs; R replicas per rank on the shm engine, {} cores here",
+        tiers_node::affinity::get().map_or(0, |c| c.len())
+    ));
+    Ok(Some(r))
+}

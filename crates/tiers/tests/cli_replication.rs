@@ -1,0 +1,252 @@
+//! Replicated jobs (`tiers run -n N --replicas R`) under faults, as a user would see them:
+//! NPB IS replicated gives the output of an unreplicated run; `kill -9` of a random replica at
+//! a random moment, many times, leaves the job running with that output; a stopped replica is
+//! skipped after the timeout; killing every replica of one rank ends the job naming the rank.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+const TIERS: &str = env!("CARGO_BIN_EXE_tiers");
+
+/// The report without the lines that hold a time (which differ from run to run).
+fn stable(out: &str) -> String {
+    out.lines()
+        .filter(|l| !l.contains("Time in seconds") && !l.contains("Mop/s"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn launch(replicas: usize, class: &str, env: &[(&str, &str)]) -> Child {
+    Command::new(TIERS)
+        .args(["run", "-n", "2", "--timeout", "120", "--replicas"])
+        .arg(replicas.to_string())
+        .args(["--", TIERS, "is", "--class", class])
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tiers run starts")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// The reference: the same IS class on 2 unreplicated ranks.
+fn reference(class: &str) -> String {
+    let o = launch(1, class, &[]).wait_with_output().expect("runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("VERIFICATION SUCCESSFUL"), "{out}");
+    stable(&out)
+}
+
+/// The rank processes of launcher `launcher`: (pid, logical rank, replica), waiting until all
+/// `n` have started.
+fn replicas(launcher: u32, n: usize) -> Vec<(i32, usize, usize)> {
+    let t = Instant::now();
+    loop {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // The parent's pid is the second field after the command's closing parenthesis.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if ppid != Some(launcher) {
+                continue;
+            }
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            let var = |k: &str| {
+                env.split(|&b| b == 0).find_map(|kv| {
+                    std::str::from_utf8(kv)
+                        .ok()?
+                        .strip_prefix(k)?
+                        .strip_prefix('=')?
+                        .parse::<usize>()
+                        .ok()
+                })
+            };
+            if let (Some(rank), Some(reps), Some(k)) = (
+                var("TIERS_RANK"),
+                var("TIERS_REPLICAS"),
+                var("TIERS_REPLICA"),
+            ) {
+                found.push((pid, rank / reps, k));
+            }
+        }
+        if found.len() == n || t.elapsed() > Duration::from_secs(20) {
+            found.sort();
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A small generator for the test's choices, seeded from the clock (the seed is printed).
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        let s = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        eprintln!("seed {s}");
+        Rng(s)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill has no memory effects; the pid is a child of the launcher this test started.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+#[test]
+fn replicated_is_prints_the_unreplicated_report_once() {
+    let want = reference("S");
+    let o = launch(2, "S", &[]).wait_with_output().expect("runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(stable(&out), want, "{err}");
+    assert_eq!(out.matches("VERIFICATION SUCCESSFUL").count(), 1, "{out}");
+    assert!(out.contains("Total number of processes:  2"), "{out}");
+}
+
+#[test]
+fn random_single_replica_kills_leave_the_output_unchanged() {
+    let want = reference("W");
+    let mut rng = Rng::new();
+    let mut hits = 0;
+    let runs = 20;
+    for i in 0..runs {
+        let child = launch(2, "W", &[]);
+        let procs = replicas(child.id(), 4);
+        assert_eq!(procs.len(), 4, "run {i}: {procs:?}");
+        let (pid, rank, k) = procs[rng.below(4) as usize];
+        std::thread::sleep(Duration::from_millis(rng.below(400)));
+        let killed = signal(pid, libc::SIGKILL);
+        let o = child.wait_with_output().expect("runs");
+        let (out, err) = text(&o);
+        assert!(
+            o.status.success(),
+            "run {i}: killing replica {k} of rank {rank}: {out}{err}"
+        );
+        assert_eq!(
+            stable(&out),
+            want,
+            "run {i}: killing replica {k} of rank {rank}: {err}"
+        );
+        if killed
+            && err.contains(&format!(
+                "replica {k} of rank {rank} (pid {pid}) was killed"
+            ))
+        {
+            hits += 1;
+        }
+    }
+    // Most kills must land while the job runs, or the test proves nothing.
+    assert!(
+        hits >= runs / 2,
+        "only {hits} of {runs} kills hit a running replica"
+    );
+}
+
+/// Clock ticks of processor time `pid` has used, and whether it is still running (not a
+/// zombie).
+fn cpu_ticks(pid: i32) -> Option<(u64, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((ticks, f.first() != Some(&"Z")))
+}
+
+#[test]
+fn a_stopped_replica_is_skipped() {
+    let want = reference("A");
+    let t = Instant::now();
+    let child = launch(2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")]);
+    let procs = replicas(child.id(), 4);
+    assert_eq!(procs.len(), 4, "{procs:?}");
+    // Replica 0 of rank 1: the one rank 0 asks first. Stopped once it has worked a little,
+    // past the setup (which every process of the world joins).
+    let (pid, _, _) = procs[2];
+    loop {
+        let (ticks, running) = cpu_ticks(pid).expect("the replica runs");
+        assert!(running, "replica 0 of rank 1 ended before it was stopped");
+        if ticks >= 30 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(signal(pid, libc::SIGSTOP), "stopping {pid}");
+    let o = child.wait_with_output().expect("runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(stable(&out), want, "{err}");
+    // Not a hang ended by the launcher's --timeout.
+    assert!(t.elapsed() < Duration::from_secs(100), "{:?}", t.elapsed());
+}
+
+#[test]
+fn killing_every_replica_of_a_rank_ends_the_job_naming_it() {
+    let child = Command::new(TIERS)
+        .args(["run", "-n", "3", "--replicas", "2", "--timeout", "60", "--"])
+        .args(["sh", "-c", "sleep 30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tiers run starts");
+    let procs = replicas(child.id(), 6);
+    assert_eq!(procs.len(), 6, "{procs:?}");
+    let t = Instant::now();
+    let first = procs
+        .iter()
+        .find(|p| p.1 == 1 && p.2 == 0)
+        .expect("replica 0 of rank 1");
+    assert!(signal(first.0, libc::SIGKILL));
+    // One replica gone: the job goes on.
+    std::thread::sleep(Duration::from_millis(500));
+    let second = procs
+        .iter()
+        .find(|p| p.1 == 1 && p.2 == 1)
+        .expect("replica 1 of rank 1");
+    assert!(
+        signal(second.0, libc::SIGKILL),
+        "the job ended after one replica died"
+    );
+    let o = child.wait_with_output().expect("runs");
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(
+        err.contains("rank 1 lost: all 2 of its replicas failed"),
+        "{err}"
+    );
+    assert!(err.contains("rank 1: all 2 of its replicas died"), "{err}");
+    assert!(
+        !err.contains("rank 0 lost") && !err.contains("rank 2 lost"),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "not ended early: {:?}",
+        t.elapsed()
+    );
+}
