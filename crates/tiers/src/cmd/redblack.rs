@@ -361,6 +361,15 @@ fn hand_on_mpi() -> bool {
     }
 }
 
+/// What `hand` moves its halos with in this process, for the benchmark's note.
+pub fn hand_transport() -> &'static str {
+    if hand_on_mpi() {
+        "MPI_Isend/MPI_Irecv/MPI_Waitall (MPI's own, under mpirun)"
+    } else {
+        "tiers write_notify per face"
+    }
+}
+
 /// A halo exchange: through the Mover, or by hand.
 enum Exchange<'w> {
     Mover(Box<Halo<'w, f64>>),
