@@ -141,9 +141,15 @@ pub static BENCHES: &[Bench] = &[
         name: "latency",
         measures:
             "ns of an 8-byte write, read (local completion) and write_notify (half round trip)",
-        peers: "none yet",
+        peers: "under mpirun: MPI_Put + MPI_Win_flush, MPI_Send/MPI_Recv ping-pong (half round trip)",
         launch: Launch::Ranks,
-        run: |c| cluster::on_ranks("latency", c, cluster::latency),
+        run: |c| {
+            #[cfg(feature = "mpi")]
+            if mpi::wanted() {
+                return mpi::latency(&c.opts);
+            }
+            cluster::on_ranks("latency", c, cluster::latency)
+        },
     },
     Bench {
         name: "ranks",

@@ -1,5 +1,5 @@
-//! MPI's own numbers beside tiers' in one launch (`mpirun -n 2 tiers bench ranks|put`, with
-//! the `mpi` feature).
+//! MPI's own numbers beside tiers' in one launch (`mpirun -n 2 tiers bench ranks|put|latency`,
+//! with the `mpi` feature).
 //!
 //! Rows: `mpi` (MPI_Barrier, MPI_Allreduce, MPI_Put + MPI_Win_flush, MPI_Fetch_and_op called
 //! directly through rsmpi's bindings), `tiers-mpi` (a tiers world on the mpi engine with every
@@ -298,6 +298,209 @@ fn put_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
     win.free()?;
     drop((wm, ws));
     Ok(rep)
+}
+
+/// Notification ids and offsets of `latency`'s ping-pong.
+const PING: usize = 0;
+const PING_AT: usize = 256;
+
+/// One 8-byte ping-pong round trip through a tiers world: rank 0 writes with a notification
+/// and waits for the answer; rank 1 waits and answers the same way. Other ranks idle.
+fn tiers_ping_pong(w: &World, k: u64) {
+    let (me, q) = (w.rank(), w.queue(0).expect("queue"));
+    let id = tiers_cluster::Notification { id: PING, value: 1 };
+    let (to, from) = match me {
+        0 => (1, 0),
+        1 => (0, 1),
+        _ => return,
+    };
+    for _ in 0..k {
+        if me == 1 {
+            w.notify_waitsome(SegId(0), PING..PING + 1, Timeout::Block)
+                .expect("ping");
+            w.notify_reset(SegId(0), PING).expect("reset");
+        }
+        q.write_notify(
+            SegId(0).at(PING_AT * (1 + from)),
+            SegId(0).on(to, PING_AT),
+            8,
+            id,
+        )
+        .expect("write_notify");
+        q.wait(Timeout::Block).expect("wait");
+        if me == 0 {
+            w.notify_waitsome(SegId(0), PING..PING + 1, Timeout::Block)
+                .expect("pong");
+            w.notify_reset(SegId(0), PING).expect("reset");
+        }
+    }
+}
+
+/// `latency`: 8 bytes from rank 0 to rank 1. `write`: MPI_Put + MPI_Win_flush against a tiers
+/// write and its queue wait (remote completion); `write_notify`: half the round trip of an
+/// MPI_Send/MPI_Recv ping-pong against tiers' notified writes. The limit is the cache-line
+/// round trip between the two ranks' processors, when they share memory.
+fn latency_report(opts: &Opts, mpi: &Mpi) -> Result<Report, Box<dyn std::error::Error>> {
+    let (me, n) = (mpi.rank(), mpi.size());
+    let mut rep = Report::new("latency", "ns", true);
+    if n < 2 {
+        rep.note("latency needs 2 ranks: mpirun -n 2 tiers bench latency");
+        return Ok(rep);
+    }
+    let (wm, ws) = worlds()?;
+    let _sm = wm.segment(SegId(0), 4096)?;
+    let _ss = ws.segment(SegId(0), 4096)?;
+    let win = mpi.window(64)?;
+    let hosts = ws.engine().local_size();
+    // The cache line is shared through /dev/shm; only meaningful when both ranks share it.
+    let line = if hosts == n {
+        super::cluster::RankLine::new(&ws)?
+    } else {
+        None
+    };
+    let src = [7u8; 8];
+    let mut buf = [0u8; 8];
+    progress(opts, "latency: write, write_notify (8 bytes)");
+    let write = |w: &World, k: u64| {
+        if me != 0 {
+            return;
+        }
+        let q = w.queue(0).expect("queue");
+        for _ in 0..k {
+            q.write(SegId(0).at(0), SegId(0).on(1, 64), 8)
+                .expect("write");
+            q.wait(Timeout::Block).expect("wait");
+        }
+    };
+    let (a, c, wr, src, buf) = (&wm, &ws, &win, &src, &mut buf);
+    let mut cands: Vec<Cand<'_>> = vec![
+        Cand {
+            name: "mpi",
+            run: Box::new(move |k| {
+                if me != 0 {
+                    return;
+                }
+                for _ in 0..k {
+                    // SAFETY: src is neither changed nor freed before the flush below.
+                    unsafe { wr.put(src, 1, 0) }.expect("MPI_Put");
+                    wr.flush(1).expect("MPI_Win_flush");
+                }
+            }),
+        },
+        Cand {
+            name: "tiers-mpi",
+            run: Box::new(move |k| write(a, k)),
+        },
+        Cand {
+            name: "tiers-shm",
+            run: Box::new(move |k| write(c, k)),
+        },
+        Cand {
+            name: "mpi",
+            run: Box::new(move |k| {
+                for _ in 0..k {
+                    match me {
+                        0 => {
+                            mpi.send(src, 1, 1).expect("MPI_Send");
+                            mpi.recv(buf, 1, 1).expect("MPI_Recv");
+                        }
+                        1 => {
+                            mpi.recv(buf, 0, 1).expect("MPI_Recv");
+                            mpi.send(src, 0, 1).expect("MPI_Send");
+                        }
+                        _ => return,
+                    }
+                }
+            }),
+        },
+        Cand {
+            name: "tiers-mpi",
+            run: Box::new(move |k| tiers_ping_pong(a, k)),
+        },
+        Cand {
+            name: "tiers-shm",
+            run: Box::new(move |k| tiers_ping_pong(c, k)),
+        },
+    ];
+    if let Some(l) = &line {
+        cands.push(Cand {
+            name: tiers_bench::limit::IMPL,
+            run: Box::new(move |k| {
+                if me < 2 {
+                    tiers_bench::limit::ping_pong(l.line(), me, k);
+                }
+            }),
+        });
+    }
+    let v = measure(mpi, opts.min_time, &mut cands);
+    let ops = [
+        "write",
+        "write",
+        "write",
+        "write_notify",
+        "write_notify",
+        "write_notify",
+    ];
+    for (i, (c, t)) in cands.iter().zip(&v).enumerate().take(ops.len()) {
+        let op = ops[i];
+        // The ping-pongs report half a round trip.
+        let ns = if op == "write" {
+            t * 1e9
+        } else {
+            t * 1e9 / 2.0
+        };
+        let row = rep.push(
+            c.name,
+            &[("op", json!(op)), ("bytes", json!(8)), ("ranks", json!(n))],
+            ns,
+        );
+        let algo = match (c.name, op) {
+            ("mpi", "write") => "MPI_Put + MPI_Win_flush",
+            ("mpi", _) => "MPI_Send/MPI_Recv ping-pong, half round trip",
+            (_, "write") => "write + queue wait",
+            _ => "write_notify ping-pong, half round trip",
+        };
+        row.extra.push(("algorithm".into(), json!(algo)));
+    }
+    let cpu = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("cpu {c}"));
+    match (&line, v.get(ops.len())) {
+        (Some(l), Some(t)) => {
+            rep.push_limit(
+                &[
+                    ("op", json!("write_notify")),
+                    ("bytes", json!(8)),
+                    ("ranks", json!(n)),
+                ],
+                t * 1e9 / 2.0,
+                format!(
+                    "half of the cache-line round trip (one way, as write_notify) between rank 0 \
+                     ({}) and rank 1 ({}): the ranks bounce one line of a mapping they share, \
+                     timed as the other rows (median of samples, slowest rank)",
+                    cpu(l.cpus[0]),
+                    cpu(l.cpus[1])
+                ),
+            );
+        }
+        _ => rep.note(format!(
+            "limit: none here ({hosts} of {n} ranks on rank 0's host: the ranks share no memory to bounce a line in)"
+        )),
+    }
+    rep.note(format!(
+        "rank 0 to rank 1 of {n}; {hosts} ranks on rank 0's host; MPI thread level provided: {}",
+        mpi.thread_level()
+    ));
+    drop(cands);
+    drop((_sm, _ss));
+    win.free()?;
+    drop((wm, ws));
+    Ok(rep)
+}
+
+/// `latency` under mpirun; rank 0 reports.
+pub fn latency(opts: &Opts) -> Outcome {
+    let mpi = Mpi::init()?;
+    let rep = latency_report(opts, &mpi)?;
+    Ok((mpi.rank() == 0).then_some(rep))
 }
 
 /// Whether this process was started by an MPI launcher (then `ranks` and `put` run here).

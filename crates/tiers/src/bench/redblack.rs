@@ -66,8 +66,9 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
         "engine {}; median of {ROUNDS} rounds (variants alternated), max over ranks; \
          variants as seed 002's Table 1: hand and mt1 on 1 thread, mtp and mtp-olap on `threads`, \
          mtp-olap-xtra and irr (2:1:...:1) on threads - 1 compute threads + the proxy; \
-         limit has no exchange (not a correct answer across ranks)",
-        w.engine_name()
+         limit has no exchange (not a correct answer across ranks); hand's halos: {}",
+        w.engine_name(),
+        crate::cmd::redblack::hand_transport()
     ));
     Ok((w.rank() == 0).then_some(r))
 }

@@ -1,6 +1,8 @@
 //! `tiers fft2d`: a complex N×N 2-D FFT across the ranks of a job (`tiers run -n M`) and the
 //! threads of each rank, rows distributed by blocks, the transpose either overlapped with the
-//! first pass (`overlap`, seed 004's Fig. 6) or after it (`plain`). Input from a complex128
+//! first pass (`overlap`, seed 004's Fig. 6) or after it (`plain`), or by MPI's own
+//! `MPI_Alltoallv` after it (`mpi`: under mpirun with the `mpi` feature, the message-passing
+//! peer seed 004 compares against). Input from a complex128
 //! `.npy` or generated from a seed; the result to a complex128 `.npy` written by rank 0.
 
 use super::outputs::{self, Output};
@@ -19,6 +21,8 @@ pub enum VariantArg {
     Overlap,
     /// Every row is transformed, then everything is sent.
     Plain,
+    /// As `plain`, the transpose by MPI's own `MPI_Alltoallv` (mpirun and the `mpi` feature).
+    Mpi,
 }
 
 impl VariantArg {
@@ -26,7 +30,8 @@ impl VariantArg {
     pub fn variant(self) -> Variant {
         match self {
             VariantArg::Overlap => Variant::Overlap,
-            VariantArg::Plain => Variant::Plain,
+            // The library's pattern of the first pass that `mpi` follows.
+            VariantArg::Plain | VariantArg::Mpi => Variant::Plain,
         }
     }
 }
@@ -72,6 +77,13 @@ pub fn run(a: Fft2dArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
+    if a.variant == VariantArg::Mpi && !mpi_launched() {
+        return Err(
+            "tiers fft2d: --variant mpi moves the transpose with MPI itself: it needs \
+                    the mpi feature and a start by mpirun (mpirun -n 2 tiers fft2d --variant mpi)"
+                .into(),
+        );
+    }
     if a.input.is_none() {
         fft2d::check_n(a.n, 2)?;
     }
@@ -104,7 +116,10 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
         }
     };
     let mut d = Dist::new(w, n, a.threads)?;
-    let (zt, t) = d.transform(a.variant.variant(), a.blocks, &mut rows)?;
+    let (zt, t) = match a.variant {
+        VariantArg::Mpi => d.transform_with(&mut rows, &mut *mpi_alltoallv(w)?)?,
+        v => d.transform(v.variant(), a.blocks, &mut rows)?,
+    };
     drop(rows);
     let mut tmax = [0.0; 4];
     w.allreduce(
@@ -156,4 +171,51 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
         }
     }
     Ok(())
+}
+
+/// Whether `--variant mpi` can run here: built with the `mpi` feature and started by mpirun.
+pub fn mpi_launched() -> bool {
+    #[cfg(feature = "mpi")]
+    {
+        tiers_cluster::engine::mpi::launched()
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        false
+    }
+}
+
+/// An all-to-all of bytes for [`Dist::transform_with`].
+pub type Alltoallv = Box<fft2d::Alltoallv<'static>>;
+
+/// The `mpi` variant's transpose: `MPI_Alltoallv` on MPI's own communicator, whose ranks must
+/// be the world's.
+///
+/// # Errors
+///
+/// Without the `mpi` feature; when MPI cannot start or its ranks are not the world's.
+pub fn mpi_alltoallv(w: &World) -> Result<Alltoallv, Box<dyn std::error::Error + Send + Sync>> {
+    #[cfg(feature = "mpi")]
+    {
+        let mpi = tiers_cluster::engine::mpi::baseline::Mpi::init()?;
+        if (mpi.rank(), mpi.size()) != (w.rank(), w.size()) {
+            return Err(format!(
+                "MPI's rank {} of {} is not the world's rank {} of {} (start the job with mpirun)",
+                mpi.rank(),
+                mpi.size(),
+                w.rank(),
+                w.size()
+            )
+            .into());
+        }
+        Ok(Box::new(move |s, sc, r, rc| {
+            mpi.alltoallv_bytes(s, sc, r, rc)
+                .map_err(|e| tiers_apps::Error::Invalid(format!("fft2d transpose: {e}")))
+        }))
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = w;
+        Err("the mpi variant needs tiers built with the mpi feature".into())
+    }
 }

@@ -5,7 +5,8 @@
 //!
 //! - `hand`: one thread per rank, halos by plain notified writes (`write_notify` of each
 //!   packed face, `notify_waitsome` for each expected one), no Mover: hand-coded message
-//!   passing;
+//!   passing; under mpirun with the `mpi` feature, MPI's own `MPI_Isend`/`MPI_Irecv` of each
+//!   face and `MPI_Waitall` (seed 002's hand-coded MPI);
 //! - `mt1`: one thread per rank through the Mover, exchange then compute;
 //! - `mtp`: `p` threads, exchange then compute (no overlap);
 //! - `mtp-olap`: `p` threads; thread 0 starts the exchange, every thread computes the
@@ -136,6 +137,32 @@ pub struct RedBlackArgs {
     /// `3:1` with `--threads 3` (IRR(m:n)); default 2:1:…:1.
     #[arg(long)]
     pub irr: Option<String>,
+    /// Also print, per variant, a digest (FNV-1a) of the whole mesh's bits after the last
+    /// iteration: equal digests, equal meshes (comparable between variants and thread counts
+    /// at the same number of ranks).
+    #[arg(long)]
+    pub digest: bool,
+}
+
+/// FNV-1a over the bits of `vals`, continuing from `h`.
+fn fnv(mut h: u64, vals: impl IntoIterator<Item = u64>) -> u64 {
+    for v in vals {
+        for b in v.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Collective: a digest of the whole mesh, each rank's owned values hashed in place, the
+/// ranks' hashes gathered in rank order (an allreduce of one slot per rank) and hashed again.
+fn mesh_digest(w: &World, b: &Block) -> tiers_cluster::Result<u64> {
+    const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mine = vec![0u64; w.size()];
+    mine[w.rank()] = fnv(BASIS, b.owned_values().iter().map(|v| v.to_bits()));
+    let mut all = vec![0u64; w.size()];
+    w.allreduce(&mine, &mut all, Op::Sum, Timeout::Block)?;
+    Ok(fnv(BASIS, all))
 }
 
 /// What one run of a variant is asked.
@@ -243,17 +270,130 @@ impl<'w> HandHalo<'w> {
     }
 }
 
+/// The `hand` variant's exchange under mpirun: each face packed into a buffer of its own,
+/// then `MPI_Irecv` of every expected face (tag: this rank's face index), `MPI_Isend` of every
+/// packed one (tag: the neighbour's face index) and `MPI_Waitall`, all in `wait`: seed 002's
+/// hand-coded MPI, with no tiers between the program and MPI.
+#[cfg(feature = "mpi")]
+struct MpiHalo {
+    mpi: tiers_cluster::engine::mpi::baseline::Mpi,
+    faces: Vec<Face>,
+    /// Packed faces, one per face (a lock only because `start` takes `&self`).
+    send: std::sync::Mutex<Vec<Vec<f64>>>,
+    recv: Vec<Vec<f64>>,
+}
+
+#[cfg(feature = "mpi")]
+impl MpiHalo {
+    fn new(w: &World, d: &Decomp) -> tiers_cluster::Result<MpiHalo> {
+        let mpi = tiers_cluster::engine::mpi::baseline::Mpi::init()?;
+        if (mpi.rank(), mpi.size()) != (w.rank(), w.size()) {
+            return Err(tiers_cluster::Error::Setup(format!(
+                "MPI's rank {} of {} is not the world's rank {} of {}",
+                mpi.rank(),
+                mpi.size(),
+                w.rank(),
+                w.size()
+            )));
+        }
+        let faces = d.faces(w.rank());
+        let send = faces.iter().map(|f| vec![0.0; f.send.len()]).collect();
+        let recv = faces.iter().map(|f| vec![0.0; f.recv.len()]).collect();
+        Ok(MpiHalo {
+            mpi,
+            faces,
+            send: std::sync::Mutex::new(send),
+            recv,
+        })
+    }
+
+    fn start(&self, mut pack: impl FnMut(&Face, &mut [f64])) -> tiers_cluster::Result<()> {
+        let mut send = self.send.lock().unwrap_or_else(|e| e.into_inner());
+        for (f, b) in self.faces.iter().zip(send.iter_mut()) {
+            pack(f, b);
+        }
+        Ok(())
+    }
+
+    /// Blocking (MPI_Waitall): the timeout does not apply.
+    fn wait(&mut self, mut unpack: impl FnMut(&Face, &[f64])) -> tiers_cluster::Result<()> {
+        let send = self.send.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (faces, recv) = (&self.faces, &mut self.recv);
+        self.mpi.exchange(|r| {
+            for (f, b) in faces.iter().zip(recv.iter_mut()) {
+                r.irecv(f64_bytes_mut(b), f.peer, f.index() as i32)?;
+            }
+            for (f, b) in faces.iter().zip(send.iter()) {
+                r.isend(f64_bytes(b), f.peer, f.opposite() as i32)?;
+            }
+            Ok(())
+        })?;
+        for (f, b) in faces.iter().zip(recv.iter()) {
+            unpack(f, b);
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of `f64`s.
+#[cfg(feature = "mpi")]
+fn f64_bytes(v: &[f64]) -> &[u8] {
+    // SAFETY: f64s have no padding; the bytes are borrowed as long as `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// The bytes of `f64`s, writable (every bit pattern is a valid f64).
+#[cfg(feature = "mpi")]
+fn f64_bytes_mut(v: &mut [f64]) -> &mut [u8] {
+    // SAFETY: as `f64_bytes`, borrowed mutably as long as `v`.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// Whether `hand` runs on MPI's own calls: the `mpi` feature and a start by mpirun.
+fn hand_on_mpi() -> bool {
+    #[cfg(feature = "mpi")]
+    {
+        tiers_cluster::engine::mpi::launched()
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        false
+    }
+}
+
+/// What `hand` moves its halos with in this process, for the benchmark's note.
+pub fn hand_transport() -> &'static str {
+    if hand_on_mpi() {
+        "MPI_Isend/MPI_Irecv/MPI_Waitall (MPI's own, under mpirun)"
+    } else {
+        "tiers write_notify per face"
+    }
+}
+
 /// A halo exchange: through the Mover, or by hand.
 enum Exchange<'w> {
     Mover(Box<Halo<'w, f64>>),
     Hand(HandHalo<'w>),
+    #[cfg(feature = "mpi")]
+    Mpi(MpiHalo),
 }
 
 impl Exchange<'_> {
+    /// Whether this exchange registered segment 7.
+    fn has_segment(&self) -> bool {
+        match self {
+            Exchange::Mover(_) | Exchange::Hand(_) => true,
+            #[cfg(feature = "mpi")]
+            Exchange::Mpi(_) => false,
+        }
+    }
+
     fn start(&self, pack: impl FnMut(&Face, &mut [f64])) -> tiers_cluster::Result<()> {
         match self {
             Exchange::Mover(h) => h.start(pack),
             Exchange::Hand(h) => h.start(pack),
+            #[cfg(feature = "mpi")]
+            Exchange::Mpi(h) => h.start(pack),
         }
     }
 
@@ -265,6 +405,8 @@ impl Exchange<'_> {
         match self {
             Exchange::Mover(h) => h.wait(timeout, unpack),
             Exchange::Hand(h) => h.wait(timeout, unpack),
+            #[cfg(feature = "mpi")]
+            Exchange::Mpi(h) => h.wait(unpack),
         }
     }
 }
@@ -292,7 +434,14 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
     let own = d.block(me);
     let mut block = Block::new(p.n, own.lo, own.extent());
     let shared = block.shared();
-    let mut halo = if p.variant == Variant::Hand {
+    let mut halo = if p.variant == Variant::Hand && hand_on_mpi() {
+        #[cfg(feature = "mpi")]
+        {
+            Exchange::Mpi(MpiHalo::new(w, &d)?)
+        }
+        #[cfg(not(feature = "mpi"))]
+        unreachable!("hand_on_mpi is false without the mpi feature")
+    } else if p.variant == Variant::Hand {
         Exchange::Hand(HandHalo::new(w, &d, SegId(7))?)
     } else {
         Exchange::Mover(Box::new(Halo::<f64>::new(w, &d, SegId(7), 0, 0)?))
@@ -414,8 +563,12 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
     // Final ghosts, for the residual.
     halo.start(pack)?;
     halo.wait(Timeout::Block, unpack)?;
+    // The MPI exchange registers no segment.
+    let segment = halo.has_segment();
     drop(halo);
-    w.segment_delete(SegId(7), Timeout::Block)?;
+    if segment {
+        w.segment_delete(SegId(7), Timeout::Block)?;
+    }
     Ok((block, times))
 }
 
@@ -517,6 +670,11 @@ fn one_rank(
         };
         let (b, t) = solve(w, &p).map_err(e)?;
         let (tm, res, err) = summarize(w, &b, &t).map_err(e)?;
+        let digest = if a.digest {
+            Some(mesh_digest(w, &b).map_err(e)?)
+        } else {
+            None
+        };
         if w.rank() == 0 {
             let split = v.weights(a.threads, irr);
             let threads = if matches!(v, Variant::MtpOlapXtra | Variant::Irr) {
@@ -534,6 +692,9 @@ fn one_rank(
                 res,
                 err
             );
+            if let Some(h) = digest {
+                println!("digest {} {h:016x}", v.name());
+            }
         }
     }
     Ok(())

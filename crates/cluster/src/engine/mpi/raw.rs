@@ -818,3 +818,87 @@ impl Matched {
         Ok(buf)
     }
 }
+
+/// Blocking `MPI_Waitall` (benchmark peer only): completes every request of `reqs`, holding
+/// the MPI lock throughout, so no other thread of the process calls MPI meanwhile.
+pub(crate) fn waitall_blocking(reqs: &mut [Req]) -> Result<()> {
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    let mut handles: Vec<ffi::MPI_Request> = reqs.iter().map(|r| r.0).collect();
+    // SAFETY: handles holds reqs.len() active (or null) requests; statuses are ignored.
+    let r = call("MPI_Waitall", || unsafe {
+        ffi::MPI_Waitall(
+            handles.len() as c_int,
+            handles.as_mut_ptr(),
+            ffi::RSMPI_STATUSES_IGNORE,
+        )
+    });
+    // MPI sets completed requests to MPI_REQUEST_NULL; keep our copies in step.
+    for (r, h) in reqs.iter_mut().zip(handles) {
+        r.0 = h;
+    }
+    r
+}
+
+/// Blocking `MPI_Send` of `buf` (benchmark peer only).
+pub(crate) fn send_blocking(buf: &[u8], dest: usize, tag: i32, comm: Comm) -> Result<()> {
+    let dt = dt_u8();
+    // SAFETY: buf outlives the blocking call; the length fits c_int (checked by the caller).
+    call("MPI_Send", || unsafe {
+        ffi::MPI_Send(
+            buf.as_ptr() as *const c_void,
+            buf.len() as c_int,
+            dt,
+            dest as c_int,
+            tag,
+            comm.0,
+        )
+    })
+}
+
+/// Blocking `MPI_Recv` of up to `buf.len()` bytes from `src` with `tag` (benchmark peer only).
+pub(crate) fn recv_blocking(buf: &mut [u8], src: usize, tag: i32, comm: Comm) -> Result<()> {
+    let dt = dt_u8();
+    // SAFETY: buf outlives the blocking call; the status is ignored.
+    call("MPI_Recv", || unsafe {
+        ffi::MPI_Recv(
+            buf.as_mut_ptr() as *mut c_void,
+            buf.len() as c_int,
+            dt,
+            src as c_int,
+            tag,
+            comm.0,
+            ffi::RSMPI_STATUS_IGNORE,
+        )
+    })
+}
+
+/// Blocking `MPI_Alltoallv` of bytes (benchmark peer only): counts and displacements per rank
+/// of `comm`, in bytes, already checked by the caller to fit `c_int` and the buffers.
+pub(crate) fn alltoallv_bytes_blocking(
+    send: &[u8],
+    send_counts: &[c_int],
+    send_displs: &[c_int],
+    recv: &mut [u8],
+    recv_counts: &[c_int],
+    recv_displs: &[c_int],
+    comm: Comm,
+) -> Result<()> {
+    let dt = dt_u8();
+    // SAFETY: the caller checked that every count/displacement pair lies inside its buffer
+    // and that the arrays have one entry per rank; all outlive the blocking call.
+    call("MPI_Alltoallv", || unsafe {
+        ffi::MPI_Alltoallv(
+            send.as_ptr() as *const c_void,
+            send_counts.as_ptr(),
+            send_displs.as_ptr(),
+            dt,
+            recv.as_mut_ptr() as *mut c_void,
+            recv_counts.as_ptr(),
+            recv_displs.as_ptr(),
+            dt,
+            comm.0,
+        )
+    })
+}
