@@ -52,14 +52,25 @@ fn notif_id(c: &Ctx, id: u32) -> R<usize> {
     Ok(id as usize)
 }
 
+/// A C array of `n` elements as a slice (null refused).
+///
+/// # Safety
+///
+/// A non-null `p` must point at `n` initialised elements that outlive `'a` (the GASPI
+/// caller's list arguments, read during the call only).
 unsafe fn list<'a, T>(p: *const T, n: u32) -> R<&'a [T]> {
     if p.is_null() {
         return Err(GASPI_ERR_NULLPTR);
     }
+    // SAFETY: non-null, and the caller promises n initialised elements alive for 'a.
     Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
 }
 
 /// Posts the transfers of a list call on GASPI queue `q` (all or none reserved).
+///
+/// # Safety
+///
+/// Each non-null array argument must hold `num` elements (the GASPI list call's contract).
 unsafe fn post_list(
     c: &Ctx,
     num: u32,
@@ -76,6 +87,7 @@ unsafe fn post_list(
     if num == 0 || num > c.cfg.rw_list_elem_max {
         return Err(GASPI_ERR_INV_NUM);
     }
+    // SAFETY: the caller's arrays hold `num` elements each (this function's contract).
     let (ls, lo, rs, ro, sz) = unsafe {
         (
             list(lseg, num)?,

@@ -55,6 +55,20 @@ struct Stages {
     seconds: [f64; 3],
 }
 
+impl Stages {
+    /// What the outputs need of a clustering and an MDS result.
+    fn of(c: clustering::ClusterResult, m: mds::MdsResult, seconds: [f64; 3]) -> Stages {
+        Stages {
+            labels: c.labels,
+            k: c.k,
+            stress: m.stress.last().map_or(f64::NAN, |s| s.normalized),
+            iterations: m.iterations,
+            points: m.points,
+            seconds,
+        }
+    }
+}
+
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 pub fn run(a: PipelineArgs) -> Res<()> {
@@ -303,14 +317,7 @@ fn alone(
     let t_clu = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let m = mds::smacof(pool, &d, None, mopts, on_iter);
-    Ok(Stages {
-        labels: c.labels,
-        k: c.k,
-        stress: m.stress.last().map_or(f64::NAN, |s| s.normalized),
-        iterations: m.iterations,
-        points: m.points,
-        seconds: [t_dist, t_clu, t.elapsed().as_secs_f64()],
-    })
+    Ok(Stages::of(c, m, [t_dist, t_clu, t.elapsed().as_secs_f64()]))
 }
 
 /// The stages as one rank of a job: this rank's rows of the matrix only (O(N²/p) memory),
@@ -351,12 +358,5 @@ fn ranks(
     let t_clu = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let m = mds::smacof_ranks(w, pool, &block, mopts, on_iter)?;
-    Ok(Stages {
-        labels: c.labels,
-        k: c.k,
-        stress: m.stress.last().map_or(f64::NAN, |s| s.normalized),
-        iterations: m.iterations,
-        points: m.points,
-        seconds: [t_dist, t_clu, t.elapsed().as_secs_f64()],
-    })
+    Ok(Stages::of(c, m, [t_dist, t_clu, t.elapsed().as_secs_f64()]))
 }
