@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Environment variables of a rank: set by the launcher (`tiers run`) for every rank, or by
 /// the user.
 pub mod env {
-    /// `local`, `shm` or `mpi` (absent: a world of one rank, or the `mpi` engine under an MPI
+    /// `local`, `shm`, `tcp` or `mpi` (absent: a world of one rank, or the `mpi` engine under an MPI
     /// launcher).
     pub const ENGINE: &str = "TIERS_ENGINE";
     /// The job id (names the shared-memory objects).
@@ -48,6 +48,12 @@ pub mod env {
     /// world then has `R ×` logical ranks processes; process `r` is replica `r % R` of logical
     /// rank `r / R`.
     pub const REPLICAS: &str = "TIERS_REPLICAS";
+    /// The `tcp` engine's rendezvous, `HOST:PORT`, served by the launcher (of the first host):
+    /// every rank sends its listening address there and gets every other rank's back.
+    pub const TCP_ROOT: &str = "TIERS_TCP_ROOT";
+    /// The address a `tcp` rank listens on (default `127.0.0.1`; the host's address on the
+    /// job's network when ranks span hosts).
+    pub const TCP_BIND: &str = "TIERS_TCP_BIND";
     /// This process's replica index, `0..R` (set with [`REPLICAS`]).
     pub const REPLICA: &str = "TIERS_REPLICA";
     /// Milliseconds a replicated receiver waits for one replica of a sender before it marks it

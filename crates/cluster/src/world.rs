@@ -300,6 +300,13 @@ impl World {
         self.counters.stats(self.policy, self.proxy.is_some(), cpu)
     }
 
+    /// What the transport's progress engine has done so far (calls, calls that found a socket
+    /// ready to read or to write, time in each), on engines that count it (`tcp`); `None`
+    /// on the shared-memory engines, which have no progress engine.
+    pub fn transport_stats(&self) -> Option<crate::engine::TransportStats> {
+        self.engine.transport_stats()
+    }
+
     #[inline]
     pub(crate) fn check_rank(&self, rank: Rank) -> Result<()> {
         if rank >= self.size() {

@@ -17,8 +17,14 @@ fn stable(out: &str) -> String {
 }
 
 fn launch(replicas: usize, class: &str, env: &[(&str, &str)]) -> Child {
+    launch_on("shm", replicas, class, env)
+}
+
+/// [`launch`] on the engine `engine` (`shm` or `tcp`).
+fn launch_on(engine: &str, replicas: usize, class: &str, env: &[(&str, &str)]) -> Child {
     Command::new(TIERS)
-        .args(["run", "-n", "2", "--timeout", "120", "--replicas"])
+        .args(["run", "--engine", engine])
+        .args(["-n", "2", "--timeout", "120", "--replicas"])
         .arg(replicas.to_string())
         .args(["--", TIERS, "is", "--class", class])
         .envs(env.iter().copied())
@@ -132,7 +138,19 @@ fn replicated_is_prints_the_unreplicated_report_once() {
 
 #[test]
 fn random_single_replica_kills_leave_the_output_unchanged() {
+    random_kills("shm", 20);
+}
+
+/// The same over sockets: a killed replica's connections end, its peers mark it dead and
+/// pull from its sibling.
+#[test]
+fn random_single_replica_kills_on_the_tcp_engine() {
+    random_kills("tcp", 10);
+}
+
+fn random_kills(engine: &str, runs: usize) {
     let want = reference("W");
+    let launch = |r, c, e| launch_on(engine, r, c, e);
     let mut rng = Rng::new();
     // How long a replicated run takes here, without a kill: the kills land between 15 % and
     // 60 % of it, while the ranks compute and exchange (a kill during the collective start-up
@@ -143,7 +161,6 @@ fn random_single_replica_kills_leave_the_output_unchanged() {
     assert!(o.status.success(), "{}", text(&o).1);
     let span = t0.elapsed().as_millis().max(20) as u64;
     let mut hits = 0;
-    let runs = 20;
     for i in 0..runs {
         let child = launch(2, "W", &[]);
         let procs = replicas(child.id(), 4);

@@ -30,6 +30,7 @@ pub(crate) mod mem;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod shm;
+pub mod tcp;
 
 use crate::addr::{Local, Remote};
 use crate::collective::{DataType, Op};
@@ -46,6 +47,8 @@ enum Which {
     Local(usize),
     /// `TIERS_ENGINE=shm`: rank `rank` of the job `job`, one process per rank.
     Shm { job: String, rank: Rank },
+    /// `TIERS_ENGINE=tcp`: rank `rank` of `size`, over sockets.
+    Tcp { rank: Rank, size: usize },
     /// `TIERS_ENGINE=mpi`, or an MPI launcher's environment without `TIERS_ENGINE`.
     #[cfg(feature = "mpi")]
     Mpi,
@@ -73,8 +76,15 @@ fn which() -> Result<Which> {
                 .ok_or_else(|| Error::Setup(format!("{} is not set", env::RANK)))?;
             Ok(Which::Shm { job, rank })
         }
+        Some("tcp") => {
+            let rank = config::env_usize(env::RANK)?
+                .ok_or_else(|| Error::Setup(format!("{} is not set", env::RANK)))?;
+            let size = config::env_usize(env::SIZE)?
+                .ok_or_else(|| Error::Setup(format!("{} is not set", env::SIZE)))?;
+            Ok(Which::Tcp { rank, size })
+        }
         Some(other) => Err(Error::Setup(format!(
-            "unknown engine {other:?} (local, shm{})",
+            "unknown engine {other:?} (local, shm, tcp{})",
             if cfg!(feature = "mpi") { ", mpi" } else { "" }
         ))),
     }
@@ -108,6 +118,7 @@ pub(crate) fn from_env() -> Result<FromEnv> {
             explicit: true,
         },
         Which::Shm { job, rank } => FromEnv::Process(Box::new(shm::attach(&job, rank)?)),
+        Which::Tcp { rank, size } => FromEnv::Process(Box::new(tcp::attach(rank, size)?)),
         #[cfg(feature = "mpi")]
         Which::Mpi => FromEnv::Process(mpi::from_env()?),
     })
@@ -254,6 +265,52 @@ pub trait Engine: Send + Sync {
     /// MPI without `MPI_THREAD_MULTIPLE` allows only the thread that initialised it.
     fn any_thread(&self) -> bool {
         true
+    }
+    /// What the transport's progress engine has done, for engines that count it (`tcp`).
+    fn transport_stats(&self) -> Option<TransportStats> {
+        None
+    }
+}
+
+/// The counters of a socket transport's progress engine, after seed 003's instrumentation
+/// of VolpexMPI [Gabriel2010]: how often it was called, how often a call found a socket
+/// ready to read or to write, and the time spent handling each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// Passes of the progress engine (each one `epoll_wait` and what it found).
+    pub calls: u64,
+    /// Passes that found a socket ready to read (or a connection to accept).
+    pub recv_ready: u64,
+    /// Passes that wrote out a backlog to a socket that was ready to write.
+    pub send_ready: u64,
+    /// Time reading and applying frames.
+    pub recv_time: std::time::Duration,
+    /// Time writing frames (at the post, and the backlogs in passes).
+    pub send_time: std::time::Duration,
+    /// Frames received.
+    pub frames_in: u64,
+    /// Frames sent.
+    pub frames_out: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes the sockets took.
+    pub bytes_out: u64,
+}
+
+impl TransportStats {
+    /// The counts of `self` since `earlier` (both from the same engine).
+    pub fn since(&self, earlier: &TransportStats) -> TransportStats {
+        TransportStats {
+            calls: self.calls - earlier.calls,
+            recv_ready: self.recv_ready - earlier.recv_ready,
+            send_ready: self.send_ready - earlier.send_ready,
+            recv_time: self.recv_time.saturating_sub(earlier.recv_time),
+            send_time: self.send_time.saturating_sub(earlier.send_time),
+            frames_in: self.frames_in - earlier.frames_in,
+            frames_out: self.frames_out - earlier.frames_out,
+            bytes_in: self.bytes_in - earlier.bytes_in,
+            bytes_out: self.bytes_out - earlier.bytes_out,
+        }
     }
 }
 

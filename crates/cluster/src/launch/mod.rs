@@ -117,6 +117,74 @@ pub enum Stop {
 
 pub use crate::config::MAX_RANKS;
 
+/// The hosts of a `tcp` job that spans several (`tiers run --engine tcp --hosts …`): one
+/// launcher runs on each host (started there by whatever starts programs on it: a batch
+/// system, `ip netns exec`, a shell), starts that host's ranks, and the launcher of the first
+/// host also serves the job's rendezvous. No launcher reaches into another host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hosts {
+    /// Every host's address (on which its ranks listen) and its number of ranks, in rank
+    /// order: host `k`'s ranks follow those of hosts `0..k`.
+    pub hosts: Vec<(String, usize)>,
+    /// Which of them this launcher is.
+    pub this: usize,
+    /// The port of the rendezvous on the first host.
+    pub port: u16,
+}
+
+impl Hosts {
+    /// Parses `ADDR:N,ADDR:N,…` (an address without `:N` holds one rank).
+    pub fn parse(list: &str, this: usize, port: u16) -> io::Result<Hosts> {
+        let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+        let mut hosts = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (addr, n) = match item.rsplit_once(':') {
+                Some((a, n)) => (
+                    a,
+                    n.parse::<usize>()
+                        .map_err(|_| invalid(format!("--hosts: {item:?} is not ADDR:RANKS")))?,
+                ),
+                None => (item, 1),
+            };
+            if addr.is_empty() || n == 0 {
+                return Err(invalid(format!(
+                    "--hosts: {item:?} needs an address and at least 1 rank"
+                )));
+            }
+            hosts.push((addr.to_string(), n));
+        }
+        if hosts.is_empty() {
+            return Err(invalid("--hosts names no host".into()));
+        }
+        if this >= hosts.len() {
+            return Err(invalid(format!(
+                "--host {this}: the list names {} hosts (0..{})",
+                hosts.len(),
+                hosts.len()
+            )));
+        }
+        if hosts.iter().map(|h| h.1).sum::<usize>() > MAX_RANKS * hosts.len() {
+            return Err(invalid("--hosts: too many ranks".into()));
+        }
+        Ok(Hosts { hosts, this, port })
+    }
+
+    /// Ranks of the whole job.
+    pub fn size(&self) -> usize {
+        self.hosts.iter().map(|h| h.1).sum()
+    }
+
+    /// The first rank of this host.
+    pub fn first(&self) -> usize {
+        self.hosts[..self.this].iter().map(|h| h.1).sum()
+    }
+
+    /// The rendezvous address.
+    pub fn root(&self) -> String {
+        format!("{}:{}", self.hosts[0].0, self.port)
+    }
+}
+
 /// A job to launch.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -148,8 +216,11 @@ pub struct Job {
     /// read `/dev/null`. Without it every rank reads `/dev/null`. In a replicated job only
     /// replica 0 of rank 0 gets it.
     pub stdin_to_rank0: bool,
-    /// Replicas per logical rank (1: none; see the [module](self) notes). `shm` only.
+    /// Replicas per logical rank (1: none; see the [module](self) notes). `shm` or `tcp`.
     pub replicas: usize,
+    /// With the `tcp` engine across hosts: the job's hosts (then `n` must be this host's
+    /// number of ranks). `None`: every rank on this host, listening on loopback.
+    pub hosts: Option<Hosts>,
 }
 
 impl Job {
@@ -170,6 +241,7 @@ impl Job {
             timeout: None,
             stdin_to_rank0: false,
             replicas: 1,
+            hosts: None,
         }
     }
 
@@ -199,11 +271,25 @@ impl Job {
         if self.replicas == 0 {
             return invalid("--replicas must be at least 1".into());
         }
-        if self.replicas > 1 && self.engine != "shm" {
+        if let Some(h) = &self.hosts {
+            if self.engine != "tcp" {
+                return invalid(format!("--hosts needs the tcp engine, not {}", self.engine));
+            }
+            if h.hosts[h.this].1 != self.n {
+                return invalid(format!(
+                    "-n {}: --hosts gives host {} {} ranks",
+                    self.n, h.this, h.hosts[h.this].1
+                ));
+            }
+        }
+        if self.replicas > 1 && !matches!(self.engine.as_str(), "shm" | "tcp") {
             return invalid(format!(
-                "--replicas {} needs the shm engine (a process per replica), not {}",
+                "--replicas {} needs a process per replica (the shm or tcp engine), not {}",
                 self.replicas, self.engine
             ));
+        }
+        if self.replicas > 1 && self.hosts.is_some() {
+            return invalid("--replicas with --hosts: not yet (replicas on one host)".into());
         }
         if self
             .n
@@ -264,6 +350,15 @@ impl Job {
         } else {
             None
         };
+        let tcp = if self.engine == "tcp" {
+            Some(self.rendezvous()?)
+        } else {
+            None
+        };
+        let (first, total) = match &self.hosts {
+            Some(h) => (h.first(), h.size()),
+            None => (0, self.n),
+        };
         let cpus = tiers_node::affinity::get().unwrap_or_default();
         let per = if self.engine == "local" {
             self.n * self.threads.max(1)
@@ -286,16 +381,20 @@ impl Job {
             self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
             let mut cmd = Command::new(&self.program);
             let size = if reps > 1 { procs } else { self.n };
+            let global = if reps > 1 { procs } else { total };
             cmd.args(&self.args)
                 .env(env::ENGINE, &self.engine)
                 .env(env::JOB, &job)
-                .env(env::RANK, r.to_string())
-                .env(env::SIZE, size.to_string())
+                .env(env::RANK, (first + r).to_string())
+                .env(env::SIZE, global.to_string())
                 .env(env::LOCAL_RANK, r.to_string())
                 .env(env::LOCAL_SIZE, size.to_string())
                 .env(env::THREADS, self.threads.max(1).to_string())
                 .env(env::JOB_CPUS, cpus.len().max(1).to_string())
                 .envs(self.env.iter().map(|(k, v)| (k, v)));
+            if let Some((root, bind)) = tcp.as_ref().map(|t| (&t.root, &t.bind)) {
+                cmd.env(env::TCP_ROOT, root).env(env::TCP_BIND, bind);
+            }
             if reps > 1 {
                 cmd.env(env::REPLICAS, reps.to_string())
                     .env(env::REPLICA, (r % reps).to_string());
@@ -460,6 +559,10 @@ impl Job {
         for p in pumps {
             let _ = p.join();
         }
+        if let Some((server, stop)) = tcp.and_then(|t| t.server) {
+            stop.store(true, Ordering::Relaxed);
+            let _ = server.join();
+        }
         drop(jc);
         shm::remove_job(&job);
         Ok(Outcome {
@@ -470,6 +573,60 @@ impl Job {
             job,
             stop,
             replicas: reps,
+        })
+    }
+
+    /// The `tcp` job's rendezvous: served here (in a thread) by the launcher of the first
+    /// host, on loopback when the job has one host.
+    fn rendezvous(&self) -> io::Result<Rendezvous> {
+        let (root_host, bind, port, serve) = match &self.hosts {
+            Some(h) => (
+                h.hosts[0].0.clone(),
+                h.hosts[h.this].0.clone(),
+                h.port,
+                h.this == 0,
+            ),
+            None => ("127.0.0.1".to_string(), "127.0.0.1".to_string(), 0, true),
+        };
+        if !serve {
+            return Ok(Rendezvous {
+                root: format!("{root_host}:{port}"),
+                bind,
+                server: None,
+            });
+        }
+        let listener = std::net::TcpListener::bind((root_host.as_str(), port)).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("tcp rendezvous: cannot listen on {root_host}:{port}: {e}"),
+            )
+        })?;
+        let root = listener.local_addr()?.to_string();
+        let size = self.hosts.as_ref().map_or(self.processes(), Hosts::size);
+        // The ranks' own init timeout, when the job sets one.
+        let wait = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == env::INIT_TIMEOUT_MS)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .map_or_else(crate::config::init_timeout, Duration::from_millis);
+        let deadline = Instant::now() + wait;
+        let report = self.report;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let server = std::thread::spawn(move || {
+            if let Err(e) = crate::engine::tcp::rendezvous::serve(listener, size, deadline, &stop2)
+            {
+                if report {
+                    eprintln!("tiers run: {e}");
+                }
+            }
+        });
+        Ok(Rendezvous {
+            root,
+            bind,
+            server: Some((server, stop)),
         })
     }
 
@@ -546,6 +703,16 @@ impl Job {
         }
         failed
     }
+}
+
+/// A `tcp` job's rendezvous as the ranks see it.
+struct Rendezvous {
+    /// Where the ranks join (`TIERS_TCP_ROOT`).
+    root: String,
+    /// Where this host's ranks listen (`TIERS_TCP_BIND`).
+    bind: String,
+    /// The serving thread, on the first host, and its stop flag.
+    server: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
 }
 
 /// The user's soft process limit (`ulimit -u`), when there is one.

@@ -10,9 +10,23 @@ pub struct RunArgs {
     /// Number of ranks.
     #[arg(short = 'n', long = "ranks", default_value_t = 1)]
     pub n: usize,
-    /// Engine: `shm` (one process per rank) or `local` (one process, a thread per rank).
-    #[arg(long, default_value = "shm", value_parser = ["shm", "local"])]
+    /// Engine: `shm` (one process per rank, shared memory), `local` (one process, a thread
+    /// per rank) or `tcp` (one process per rank, sockets: a dead rank is a `PeerFailed` for
+    /// the others, and ranks may span hosts with `--hosts`).
+    #[arg(long, default_value = "shm", value_parser = ["shm", "local", "tcp"])]
     pub engine: String,
+    /// The hosts of a `tcp` job across machines: `ADDR:RANKS,ADDR:RANKS,…` in rank order.
+    /// Start one `tiers run --engine tcp --hosts LIST --host K -n RANKS_K` on each host
+    /// (ssh, a batch system, `ip netns exec`: whatever starts programs there); the first host's
+    /// launcher serves the rendezvous on `--port`.
+    #[arg(long)]
+    pub hosts: Option<String>,
+    /// Which host of `--hosts` this launcher is (0 serves the rendezvous).
+    #[arg(long, default_value_t = 0)]
+    pub host: usize,
+    /// The rendezvous port on the first host of `--hosts`.
+    #[arg(long, default_value_t = 7470)]
+    pub port: u16,
     /// Replicas per rank: `-n N --replicas R` starts N·R processes (shm engine), replica
     /// `TIERS_REPLICA` of logical rank `TIERS_RANK / R`; the job survives a replica's death as
     /// long as every rank keeps one, and each rank's output is written once.
@@ -89,6 +103,9 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     job.timeout = a.timeout;
     job.stdin_to_rank0 = a.stdin == "rank0";
     job.replicas = a.replicas;
+    if let Some(list) = &a.hosts {
+        job.hosts = Some(launch::Hosts::parse(list, a.host, a.port)?);
+    }
     let out = job.run()?;
     if a.peak_rss {
         if let Some(kib) = largest_child_rss_kib() {

@@ -1,0 +1,174 @@
+//! A rank's outgoing link to one peer: the connection this rank made to the peer (on demand,
+//! at the first frame for it) and the bytes the socket has not taken yet.
+//!
+//! Every frame for the peer goes through here, whichever thread sends it, under the link's
+//! lock: frames go out whole and in the order they were sent. A send never blocks on the
+//! socket: what the kernel does not take at once is kept in `pending` (the caller's memory is
+//! free again when `send` returns) and written by later sends or by the progress engine when
+//! the socket is writable again.
+
+use super::poll::{self, copy_raw, Epoll, OUT};
+use super::wire::{Header, Kind, HEADER};
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// One outgoing link.
+#[derive(Default)]
+pub(super) struct Link {
+    stream: Option<TcpStream>,
+    /// The connection failed (or could not be made): nothing more goes to this peer.
+    pub broken: bool,
+    /// Bytes not yet taken by the socket, from `start`.
+    pending: Vec<u8>,
+    start: usize,
+    /// Counted frames sent so far (see [`Kind::counted`]).
+    pub counted: u64,
+}
+
+/// What [`Link::send`] reports.
+pub(super) enum Sent {
+    /// The frame is on its way; the number of counted frames sent so far on this link.
+    Ok(u64),
+    /// The link is broken: the peer is gone.
+    Broken,
+}
+
+impl Link {
+    /// Bytes waiting for the socket.
+    pub(super) fn backlog(&self) -> usize {
+        self.pending.len() - self.start
+    }
+
+    /// Whether the connection exists.
+    pub(super) fn connected(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// Connects to the peer at `addr` (this rank is `me`; the peer learns it from the hello
+    /// frame) and registers the socket with `epoll` under `token`, within `timeout`.
+    pub(super) fn connect(
+        &mut self,
+        addr: SocketAddr,
+        me: usize,
+        epoll: &Epoll,
+        token: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+        s.set_nodelay(true)?;
+        s.set_write_timeout(Some(timeout))?;
+        let mut h = Header::new(Kind::Hello);
+        h.a = me as u64;
+        s.write_all(&h.encode())?;
+        s.set_nonblocking(true)?;
+        epoll.add(&s, OUT, token)?;
+        self.stream = Some(s);
+        Ok(())
+    }
+
+    /// Sends `h` with the payload `len` bytes at `payload` (raw memory: a segment's, or a
+    /// buffer of the caller's). Returns the counted-frame number when the frame is counted.
+    ///
+    /// # Safety
+    ///
+    /// `payload..payload + len` must be readable for the duration of the call; `h.len` must
+    /// be `len`.
+    pub(super) unsafe fn send(
+        &mut self,
+        h: &Header,
+        payload: *const u8,
+        len: usize,
+        sent_bytes: &mut u64,
+    ) -> Sent {
+        if self.broken {
+            return Sent::Broken;
+        }
+        let Some(s) = self.stream.as_ref() else {
+            return Sent::Broken;
+        };
+        debug_assert_eq!(h.len as usize, len);
+        if h.kind.counted() {
+            self.counted += 1;
+        }
+        let hdr = h.encode();
+        let mut done = 0;
+        if self.backlog() == 0 {
+            match poll::writev_raw(s, &[(hdr.as_ptr(), HEADER), (payload, len)]) {
+                Ok(n) => done = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.broken = true;
+                    return Sent::Broken;
+                }
+            }
+        }
+        *sent_bytes += done as u64;
+        // Keep what the socket did not take.
+        if done < HEADER {
+            self.pending.extend_from_slice(&hdr[done..]);
+            done = HEADER;
+        }
+        let rest = HEADER + len - done;
+        if rest > 0 {
+            let at = self.pending.len();
+            self.pending.reserve(rest);
+            // SAFETY: the caller guarantees the payload is readable; `reserve` made room for
+            // `rest` bytes past `at`, which `set_len` then covers.
+            unsafe {
+                copy_raw(
+                    payload.add(done - HEADER),
+                    self.pending.as_mut_ptr().add(at),
+                    rest,
+                );
+                self.pending.set_len(at + rest);
+            }
+        }
+        if self.backlog() > 0 {
+            self.flush(sent_bytes);
+        }
+        Sent::Ok(self.counted)
+    }
+
+    /// Writes as much of the backlog as the socket takes; whether anything went out.
+    pub(super) fn flush(&mut self, sent_bytes: &mut u64) -> bool {
+        let Some(s) = self.stream.as_ref() else {
+            return false;
+        };
+        let mut any = false;
+        while self.backlog() > 0 && !self.broken {
+            let p = &self.pending[self.start..];
+            match poll::writev_raw(s, &[(p.as_ptr(), p.len())]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.start += n;
+                    *sent_bytes += n as u64;
+                    any = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => self.broken = true,
+            }
+        }
+        if self.start == self.pending.len() {
+            self.pending.clear();
+            self.start = 0;
+            if self.pending.capacity() > 1 << 22 {
+                self.pending.shrink_to(1 << 16);
+            }
+        } else if self.start > 1 << 20 && self.start * 2 > self.pending.len() {
+            self.pending.drain(..self.start);
+            self.start = 0;
+        }
+        any
+    }
+
+    /// Closes the connection after the backlog (the peer reads the end of the stream).
+    pub(super) fn close(&mut self) {
+        if let Some(s) = self.stream.take() {
+            let _ = s.shutdown(std::net::Shutdown::Write);
+        }
+        self.broken = true;
+    }
+}

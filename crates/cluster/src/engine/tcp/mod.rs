@@ -1,0 +1,1199 @@
+//! The `tcp` engine: ranks are processes on one host or many, connected by TCP sockets, and
+//! a rank's death is a [`PeerFailed`](Error::PeerFailed) for the others, never the end of the
+//! job (unlike MPI without fault tolerance). It is the transport replicated ranks need
+//! across hosts, and a cluster engine that needs nothing installed.
+//!
+//! - **Connections on demand.** Every rank listens on a port of its own and learns every
+//!   other rank's address once, at start-up, from the launcher's rendezvous
+//!   ([`rendezvous`]). The first frame for a peer opens a connection to it (within
+//!   [`CONNECT_TIMEOUT`]); that connection carries everything this rank sends to that peer, in
+//!   order, so a notification never overtakes its data (`wire`).
+//! - **A progress engine, not a thread.** Sockets are non-blocking under one epoll instance
+//!   (`poll`). Whoever waits (a queue's `wait`, `notify_waitsome`, a collective, the world's
+//!   eager or lazy polls, or the proxy policy's thread) runs one *pass*: it waits for ready
+//!   sockets, applies the frames that arrived (writes land directly in the segment, reads and
+//!   atomics are answered) and writes out what the sockets would not take before. One thread
+//!   at a time runs a pass; the others wait for its signal. The passes are counted as seed
+//!   003 instruments VolpexMPI's progress engine ([`TransportStats`]).
+//! - **Completion.** Writes and notifications are acknowledged by their target once applied;
+//!   a queue's wait returns when every write and notification it posted is acknowledged and
+//!   every read answered, so what a wait completed is visible at the target, as on the other
+//!   engines.
+//! - **Collectives** go through rank 0 (`root`), which checks that every rank made the same
+//!   call and folds reductions in rank order.
+//! - **Failures.** A connection that ends without the peer's goodbye marks the peer failed;
+//!   rank 0 tells every rank about every rank it loses. Calls that need a gone peer return
+//!   `PeerFailed` with the same rules as the shared-memory engines.
+
+mod link;
+mod poll;
+mod reactor;
+pub mod rendezvous;
+mod root;
+mod wire;
+
+use self::link::{Link, Sent};
+use self::poll::{Epoll, Waker, IN};
+use self::reactor::Reactor;
+use self::root::{Outcome, Root};
+use self::wire::{Header, Kind};
+use super::{Engine, KeepAlive, Transfer, TransportStats};
+use crate::collective::{Collective, DataType, Op};
+use crate::config::{self, env, MAX_SEGMENTS, NOTIFICATIONS, PASSIVE_MAX, PASSIVE_SLOTS, QUEUES};
+use crate::error::{Error, Rank, Result};
+use crate::health::Health;
+use crate::sys::Mapping;
+use crate::timeout::{Deadline, Timeout};
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a connection to a peer may take before the peer counts as failed.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a pass waits for sockets before the waiter re-checks its condition, its
+/// deadline and the health of its peers.
+const PASS_SLICE: Duration = Duration::from_millis(5);
+/// How long a rank that leaves keeps writing out what it still owes its peers.
+const LEAVE_FLUSH: Duration = Duration::from_secs(10);
+
+const H_OK: u32 = 0;
+const H_FAILED: u32 = 1;
+const H_EXITED: u32 = 2;
+
+/// Epoll tokens: the waker, the listener, the outgoing links (`LINK + peer`) and the
+/// incoming connections (`CONN + index`).
+const T_WAKER: u64 = 0;
+const T_LISTENER: u64 = 1;
+const T_LINK: u64 = 2;
+const T_CONN: u64 = 1 << 32;
+
+/// The notifications of one segment.
+struct Notifs(Box<[AtomicU32]>);
+
+impl Notifs {
+    fn new() -> Notifs {
+        Notifs((0..NOTIFICATIONS).map(|_| AtomicU32::new(0)).collect())
+    }
+}
+
+/// A segment of this rank, and what this rank knows of the segment of the same id elsewhere.
+struct Seg {
+    map: Arc<Mapping>,
+    size: usize,
+    notifs: Arc<Notifs>,
+    /// Every rank's size, once the creating collective completed (`None` while it is
+    /// pending: remote writes are already accepted, local calls are not).
+    sizes: Option<Arc<[usize]>>,
+}
+
+/// A read in flight: where its bytes go.
+struct Get {
+    dst: *mut u8,
+    len: usize,
+    keep: Arc<Mapping>,
+    queue: usize,
+    rank: Rank,
+    seg: u32,
+    /// `Some(ok)` once answered.
+    done: Option<bool>,
+}
+
+// SAFETY: `dst` points into the mapping `keep` holds; only the thread that runs a pass
+// writes through it, under the state lock's hand-over (see `reactor`).
+unsafe impl Send for Get {}
+
+#[derive(Default)]
+struct State {
+    segs: Vec<Option<Seg>>,
+    gets: HashMap<u64, Get>,
+    /// Atomics in flight: `Some(Ok(old))` once answered, `Some(Err(()))` when refused.
+    atomics: HashMap<u64, Option<std::result::Result<u64, ()>>>,
+    next_req: u64,
+    /// Per queue, per peer: the counted frame (see `Link::counted`) to be acknowledged.
+    need: Vec<Vec<u64>>,
+    mailbox: VecDeque<(Rank, Vec<u8>)>,
+    /// Messages in the mailbox that this rank sent itself (bounded by `PASSIVE_SLOTS`).
+    self_msgs: usize,
+    /// Answers of the root to collectives of this rank, by number.
+    results: HashMap<u64, Outcome>,
+    root: Option<Root>,
+}
+
+/// This rank's collective calls.
+#[derive(Default)]
+struct Calls {
+    seq: u64,
+    /// The call that did not complete (number, word): only it may be called next.
+    pending: Option<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct Stats {
+    calls: AtomicU64,
+    recv_ready: AtomicU64,
+    send_ready: AtomicU64,
+    recv_ns: AtomicU64,
+    send_ns: AtomicU64,
+    frames_in: AtomicU64,
+    frames_out: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+}
+
+/// The tcp engine of one rank.
+pub struct TcpEngine {
+    rank: Rank,
+    size: usize,
+    local_rank: usize,
+    local_size: usize,
+    addrs: Vec<SocketAddr>,
+    epoll: Epoll,
+    waker: Waker,
+    listener: TcpListener,
+    links: Vec<Mutex<Link>>,
+    /// Per peer: counted frames the peer acknowledged.
+    acked: Vec<AtomicU64>,
+    /// Per peer: passive messages this rank may still send it.
+    credits: Vec<AtomicUsize>,
+    health: Vec<AtomicU32>,
+    state: Mutex<State>,
+    reactor: Mutex<Reactor>,
+    signal: (Mutex<u64>, Condvar),
+    calls: Mutex<Calls>,
+    stats: Stats,
+    left: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn ns(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Attaches to the tcp job the environment describes: listens, joins the rendezvous at
+/// `TIERS_TCP_ROOT` and learns every rank's address.
+///
+/// # Errors
+///
+/// [`Error::Setup`] when a variable is missing or the rendezvous refuses this rank (a second
+/// process claiming the same rank), [`Error::Io`] when the sockets cannot be made or the
+/// rendezvous cannot be reached in the init timeout.
+pub fn attach(rank: Rank, size: usize) -> Result<TcpEngine> {
+    let root = config::env_str(env::TCP_ROOT)
+        .ok_or_else(|| Error::Setup(format!("{} is not set", env::TCP_ROOT)))?;
+    let bind = config::env_str(env::TCP_BIND).unwrap_or_else(|| "127.0.0.1".into());
+    let local_rank = config::env_usize(env::LOCAL_RANK)?.unwrap_or(rank);
+    let local_size = config::env_usize(env::LOCAL_SIZE)?.unwrap_or(size);
+    if size == 0 || rank >= size {
+        return Err(Error::Setup(format!("rank {rank} of a tcp job of {size}")));
+    }
+    let listener = TcpListener::bind((bind.as_str(), 0))
+        .map_err(|e| Error::io(format!("listening on {bind}"), e))?;
+    let me = listener
+        .local_addr()
+        .map_err(|e| Error::io("the listening address", e))?;
+    let deadline = Instant::now() + config::init_timeout();
+    let addrs = rendezvous::join(&root, rank, me, deadline).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            Error::Setup(e.to_string())
+        } else {
+            Error::io(format!("joining the tcp job at {root}"), e)
+        }
+    })?;
+    if addrs.len() != size {
+        return Err(Error::Setup(format!(
+            "the tcp rendezvous at {root} serves a job of {} ranks, not {size}",
+            addrs.len()
+        )));
+    }
+    TcpEngine::new(rank, size, local_rank, local_size, listener, addrs)
+}
+
+impl TcpEngine {
+    fn new(
+        rank: Rank,
+        size: usize,
+        local_rank: usize,
+        local_size: usize,
+        listener: TcpListener,
+        addrs: Vec<SocketAddr>,
+    ) -> Result<TcpEngine> {
+        let io = |what: &str, e| Error::io(what.to_string(), e);
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| io("the listening socket", e))?;
+        let epoll = Epoll::new().map_err(|e| io("creating an epoll instance", e))?;
+        let waker = Waker::new().map_err(|e| io("creating an eventfd", e))?;
+        epoll
+            .add(&waker, IN, T_WAKER)
+            .map_err(|e| io("watching the eventfd", e))?;
+        epoll
+            .add(&listener, IN, T_LISTENER)
+            .map_err(|e| io("watching the listening socket", e))?;
+        let state = State {
+            segs: (0..MAX_SEGMENTS).map(|_| None).collect(),
+            need: vec![vec![0; size]; QUEUES],
+            root: (rank == 0).then(|| Root::new(size)),
+            ..State::default()
+        };
+        Ok(TcpEngine {
+            rank,
+            size,
+            local_rank,
+            local_size,
+            addrs,
+            epoll,
+            waker,
+            listener,
+            links: (0..size).map(|_| Mutex::new(Link::default())).collect(),
+            acked: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            credits: (0..size).map(|_| AtomicUsize::new(PASSIVE_SLOTS)).collect(),
+            health: (0..size).map(|_| AtomicU32::new(H_OK)).collect(),
+            state: Mutex::new(state),
+            reactor: Mutex::new(Reactor::default()),
+            signal: (Mutex::new(0), Condvar::new()),
+            calls: Mutex::new(Calls::default()),
+            stats: Stats::default(),
+            left: AtomicBool::new(false),
+        })
+    }
+
+    // ---- Health ----
+
+    fn gone_code(&self, r: Rank) -> u32 {
+        self.health[r].load(Ordering::Acquire)
+    }
+
+    /// `PeerFailed(r)` when `r` failed or left (one-sided calls).
+    fn peer_ok(&self, r: Rank) -> Result<()> {
+        if r != self.rank && self.gone_code(r) != H_OK {
+            return Err(Error::PeerFailed(r));
+        }
+        Ok(())
+    }
+
+    /// The first rank that failed (or, with `exited`, also one that left).
+    fn gone(&self, exited: bool) -> Option<Rank> {
+        (0..self.size).find(|&r| {
+            r != self.rank
+                && match self.gone_code(r) {
+                    H_FAILED => true,
+                    H_EXITED => exited,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Rank `r` is gone (`exited`: it said goodbye). The root fails the collectives `r` will
+    /// never join and tells every other rank.
+    fn mark_gone(&self, r: Rank, exited: bool) {
+        if r >= self.size || r == self.rank {
+            return;
+        }
+        let code = if exited { H_EXITED } else { H_FAILED };
+        if self.health[r]
+            .compare_exchange(H_OK, code, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        lock(&self.links[r]).close();
+        let answers = lock(&self.state).root.as_mut().map(|root| root.gone(r));
+        if let Some(answers) = answers {
+            for (seq, k, o) in answers {
+                self.answer(seq, k, o);
+            }
+            for p in (1..self.size).filter(|&p| p != r && self.gone_code(p) == H_OK) {
+                let mut h = Header::new(Kind::Gone);
+                h.a = r as u64;
+                h.b = u64::from(!exited);
+                let _ = self.send(p, &h, std::ptr::null(), 0);
+            }
+        }
+        self.wake();
+    }
+
+    // ---- Sending ----
+
+    /// Sends a frame to `p`, connecting first if this is the first; returns the link's count
+    /// of counted frames.
+    fn send(&self, p: Rank, h: &Header, payload: *const u8, len: usize) -> Result<u64> {
+        let t0 = Instant::now();
+        let mut l = lock(&self.links[p]);
+        if !l.connected()
+            && !l.broken
+            && l.connect(
+                self.addrs[p],
+                self.rank,
+                &self.epoll,
+                T_LINK + p as u64,
+                CONNECT_TIMEOUT,
+            )
+            .is_err()
+        {
+            l.broken = true;
+        }
+        let mut bytes = 0;
+        let mut h = *h;
+        h.len = len as u64;
+        // SAFETY: the callers pass a payload readable for `len` bytes (a checked range of a
+        // live segment, or a buffer of theirs).
+        let sent = unsafe { l.send(&h, payload, len, &mut bytes) };
+        drop(l);
+        self.stats.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        self.stats.frames_out.fetch_add(1, Ordering::Relaxed);
+        self.stats.send_ns.fetch_add(ns(t0), Ordering::Relaxed);
+        match sent {
+            Sent::Ok(n) => Ok(n),
+            // The peer's health is not changed here: a peer that left says goodbye on its
+            // own connection, which this rank may not have read yet. Its end (or rank 0's
+            // word) marks it.
+            Sent::Broken => Err(Error::PeerFailed(p)),
+        }
+    }
+
+    /// Writes out what the links hold back; whether anything went out.
+    fn flush_links(&self) -> bool {
+        let mut any = false;
+        let mut bytes = 0;
+        for l in &self.links {
+            if let Ok(mut l) = l.try_lock() {
+                if l.backlog() > 0 {
+                    any |= l.flush(&mut bytes);
+                }
+            }
+        }
+        self.stats.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        any
+    }
+
+    /// Flushes the link to `p` (its socket is writable again).
+    fn flush_link(&self, p: Rank) -> bool {
+        let mut bytes = 0;
+        let any = match self.links.get(p) {
+            Some(l) => lock(l).flush(&mut bytes),
+            None => false,
+        };
+        self.stats.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        any
+    }
+
+    // ---- Waiting ----
+
+    /// Wakes whoever waits: the thread in a pass (through the eventfd) and the others.
+    fn wake(&self) {
+        self.waker.wake();
+        self.signal_all();
+    }
+
+    fn signal_all(&self) {
+        *lock(&self.signal.0) += 1;
+        self.signal.1.notify_all();
+    }
+
+    /// One pass of the progress engine, waiting up to `max` for sockets; when another thread
+    /// runs one, waits for its end instead. Whether it found work.
+    fn poll(&self, max: Duration) -> bool {
+        match self.reactor.try_lock() {
+            Ok(mut r) => {
+                let found = r.pass(self, max);
+                drop(r);
+                if found {
+                    self.signal_all();
+                }
+                found
+            }
+            Err(_) => {
+                if !max.is_zero() {
+                    let g = lock(&self.signal.0);
+                    let _ = self
+                        .signal
+                        .1
+                        .wait_timeout(g, max.min(Duration::from_millis(1)));
+                }
+                false
+            }
+        }
+    }
+
+    /// Runs passes until `ready` gives a value, fails, or the deadline passes (a `Test`
+    /// still runs one pass without waiting).
+    fn wait_until<T>(
+        &self,
+        deadline: Deadline,
+        mut ready: impl FnMut(&Self) -> Result<Option<T>>,
+    ) -> Result<T> {
+        let mut polled = false;
+        loop {
+            match ready(self) {
+                Ok(Some(v)) => return Ok(v),
+                Ok(None) => polled = false,
+                // A failure ends the wait, but only after a pass: what the sockets hold (the
+                // data of a peer that then failed, say) must still arrive, and a caller that
+                // retries on the error (a replicated receiver) still makes progress.
+                Err(e) if polled => return Err(e),
+                Err(_) => {
+                    self.poll(Duration::ZERO);
+                    polled = true;
+                    continue;
+                }
+            }
+            match deadline.slice(PASS_SLICE) {
+                Some(d) => {
+                    self.poll(d);
+                }
+                None => {
+                    self.poll(Duration::ZERO);
+                    return ready(self)?.ok_or(Error::Timeout);
+                }
+            }
+        }
+    }
+
+    // ---- Segments ----
+
+    /// The local range `seg[offset..offset + len]` of a ready segment, and its mapping.
+    fn local_range(&self, seg: u32, offset: usize, len: usize) -> Result<(*mut u8, Arc<Mapping>)> {
+        let st = lock(&self.state);
+        let s = st
+            .segs
+            .get(seg as usize)
+            .and_then(Option::as_ref)
+            .filter(|s| s.sizes.is_some())
+            .ok_or(Error::NoSuchSegment {
+                seg,
+                rank: self.rank,
+            })?;
+        in_bounds(self.rank, seg, offset, len, s.size)?;
+        // SAFETY: offset + len <= size <= the mapping's length.
+        Ok((unsafe { s.map.ptr().add(offset) }, s.map.clone()))
+    }
+
+    /// The size of `seg` at `rank`, as registered by the creating collective.
+    fn size_at(&self, seg: u32, rank: Rank) -> Result<usize> {
+        let st = lock(&self.state);
+        st.segs
+            .get(seg as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.sizes.as_ref())
+            .and_then(|z| z.get(rank).copied())
+            .ok_or(Error::NoSuchSegment { seg, rank })
+    }
+
+    /// Where a remote write of `len` bytes at `seg[offset..]` of this rank lands (pending
+    /// segments included); `None` for a segment or range this rank does not have.
+    fn write_target(&self, seg: u32, offset: u64, len: u64) -> Option<(*mut u8, Arc<Mapping>)> {
+        let st = lock(&self.state);
+        let s = st.segs.get(seg as usize)?.as_ref()?;
+        let end = offset.checked_add(len)?;
+        (end <= s.size as u64).then(|| {
+            // SAFETY: in bounds of the mapping.
+            (unsafe { s.map.ptr().add(offset as usize) }, s.map.clone())
+        })
+    }
+
+    // ---- What a pass applies ----
+
+    /// A notification from a peer.
+    fn notify_local(&self, seg: u32, id: u64, value: u32) {
+        let n = {
+            let st = lock(&self.state);
+            st.segs
+                .get(seg as usize)
+                .and_then(Option::as_ref)
+                .map(|s| s.notifs.clone())
+        };
+        if let Some(n) = n {
+            if let Some(a) = n.0.get(id as usize) {
+                a.store(value, Ordering::Release);
+            }
+        }
+    }
+
+    /// Answers a peer's read of `seg[a..a + c]` (request `b`).
+    fn serve_get(&self, p: Rank, h: &Header) {
+        let mut r = Header::new(Kind::GetReply);
+        r.b = h.b;
+        match self.write_target(h.seg, h.a, h.c) {
+            Some((ptr, _keep)) => {
+                let _ = self.send(p, &r, ptr, h.c as usize);
+            }
+            None => {
+                r.d = 1;
+                let _ = self.send(p, &r, std::ptr::null(), 0);
+            }
+        }
+    }
+
+    /// Where the answer to read `id` goes: `(destination, length, keep-alive)`.
+    fn get_target(&self, id: u64) -> Option<(*mut u8, usize, Arc<Mapping>)> {
+        let st = lock(&self.state);
+        st.gets.get(&id).map(|g| (g.dst, g.len, g.keep.clone()))
+    }
+
+    /// Read `id` is answered (`ok`: its bytes are in place).
+    fn get_done(&self, id: u64, ok: bool) {
+        if let Some(g) = lock(&self.state).gets.get_mut(&id) {
+            g.done = Some(ok);
+        }
+    }
+
+    /// Performs a peer's atomic on this rank's word and answers.
+    fn serve_atomic(&self, p: Rank, h: &Header) {
+        let mut r = Header::new(Kind::AtomicReply);
+        r.b = h.b;
+        match self.write_target(h.seg, h.a, 8).filter(|_| h.a % 8 == 0) {
+            Some((ptr, _keep)) => {
+                // SAFETY: 8 bytes in bounds of a live mapping, 8-aligned (mappings are
+                // page-aligned); this word is accessed atomically for the operation.
+                let w = unsafe { &*(ptr as *const AtomicU64) };
+                r.c = if h.kind == Kind::FetchAdd {
+                    w.fetch_add(h.c, Ordering::AcqRel)
+                } else {
+                    match w.compare_exchange(h.c, h.d, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(v) | Err(v) => v,
+                    }
+                };
+            }
+            None => r.d = 1,
+        }
+        let _ = self.send(p, &r, std::ptr::null(), 0);
+    }
+
+    /// The answer to atomic `id`.
+    fn atomic_done(&self, id: u64, old: u64, refused: bool) {
+        if let Some(a) = lock(&self.state).atomics.get_mut(&id) {
+            *a = Some(if refused { Err(()) } else { Ok(old) });
+        }
+    }
+
+    /// A passive message from `p`.
+    fn mailbox_push(&self, p: Rank, msg: Vec<u8>) {
+        lock(&self.state).mailbox.push_back((p, msg));
+    }
+
+    /// `p` took `n` of this rank's passive messages.
+    fn credit(&self, p: Rank, n: u64) {
+        self.credits[p].fetch_add(n as usize, Ordering::AcqRel);
+    }
+
+    /// `p` applied `n` counted frames of this rank's.
+    fn ack(&self, p: Rank, n: u64) {
+        self.acked[p].fetch_max(n, Ordering::AcqRel);
+    }
+
+    /// Acknowledges `n` counted frames of `p`'s.
+    fn send_ack(&self, p: Rank, n: u64) {
+        let mut h = Header::new(Kind::Ack);
+        h.a = n;
+        let _ = self.send(p, &h, std::ptr::null(), 0);
+    }
+
+    /// As the root: `p`'s contribution to collective `seq`.
+    fn root_contribute(&self, p: Rank, seq: u64, word: u64, payload: Vec<u8>) {
+        let answers = match lock(&self.state).root.as_mut() {
+            Some(root) => root.contribute(p, seq, word, payload),
+            None => return,
+        };
+        for (k, o) in answers {
+            self.answer(seq, k, o);
+        }
+    }
+
+    /// As the root: tells rank `k` how collective `seq` ended.
+    fn answer(&self, seq: u64, k: Rank, o: Outcome) {
+        if k == self.rank {
+            self.coll_result(seq, o);
+            self.wake();
+            return;
+        }
+        let (b, c, d) = o.status();
+        let mut h = Header::new(Kind::CollResult);
+        (h.a, h.b, h.c, h.d) = (seq, b, c, d);
+        let payload: &[u8] = match &o {
+            Outcome::Done(v) => v,
+            _ => &[],
+        };
+        let _ = self.send(k, &h, payload.as_ptr(), payload.len());
+    }
+
+    /// The root's answer to this rank's collective `seq`.
+    fn coll_result(&self, seq: u64, o: Outcome) {
+        lock(&self.state).results.insert(seq, o);
+    }
+
+    /// Counts a pass for the statistics.
+    fn count_pass(&self, recv: Option<u64>, send: Option<u64>, frames: u64, bytes: u64) {
+        let s = &self.stats;
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = recv {
+            s.recv_ready.fetch_add(1, Ordering::Relaxed);
+            s.recv_ns.fetch_add(t, Ordering::Relaxed);
+        }
+        if let Some(t) = send {
+            s.send_ready.fetch_add(1, Ordering::Relaxed);
+            s.send_ns.fetch_add(t, Ordering::Relaxed);
+        }
+        s.frames_in.fetch_add(frames, Ordering::Relaxed);
+        s.bytes_in.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    // ---- Collectives ----
+
+    /// Refuses a call other than the pending one.
+    fn check_pending(&self, c: &Calls, word: u64) -> Result<()> {
+        match c.pending {
+            Some((_, w)) if w != word => Err(Error::mismatch(
+                Collective::from_word(word),
+                Collective::from_word(w),
+                self.rank,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs collective `word` with this rank's `payload`; the root's result.
+    fn collective(&self, word: u64, payload: &[u8], timeout: Timeout) -> Result<Vec<u8>> {
+        let deadline = timeout.deadline();
+        let mut c = lock(&self.calls);
+        self.check_pending(&c, word)?;
+        let seq = match c.pending {
+            Some((s, _)) => s,
+            None => {
+                c.seq += 1;
+                let s = c.seq;
+                c.pending = Some((s, word));
+                if self.rank == 0 {
+                    self.root_contribute(0, s, word, payload.to_vec());
+                } else {
+                    let mut h = Header::new(Kind::Coll);
+                    (h.a, h.b) = (s, word);
+                    self.send(0, &h, payload.as_ptr(), payload.len())?;
+                }
+                s
+            }
+        };
+        let o = self.wait_until(deadline, |e| {
+            if let Some(o) = lock(&e.state).results.remove(&seq) {
+                return Ok(Some(o));
+            }
+            if e.rank != 0 && e.gone_code(0) != H_OK {
+                return Err(Error::PeerFailed(0));
+            }
+            Ok(None)
+        })?;
+        c.pending = None;
+        let mine = Collective::from_word(word);
+        match o {
+            Outcome::Done(v) => Ok(v),
+            Outcome::Mismatch { theirs, rank } => {
+                Err(Error::mismatch(mine, Collective::from_word(theirs), rank))
+            }
+            Outcome::Failed(r) => Err(Error::PeerFailed(r)),
+        }
+    }
+
+    /// What the progress engine has done so far.
+    pub fn stats(&self) -> TransportStats {
+        let s = &self.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        TransportStats {
+            calls: get(&s.calls),
+            recv_ready: get(&s.recv_ready),
+            send_ready: get(&s.send_ready),
+            recv_time: Duration::from_nanos(get(&s.recv_ns)),
+            send_time: Duration::from_nanos(get(&s.send_ns)),
+            frames_in: get(&s.frames_in),
+            frames_out: get(&s.frames_out),
+            bytes_in: get(&s.bytes_in),
+            bytes_out: get(&s.bytes_out),
+        }
+    }
+
+    /// Posts a counted frame on `queue` and records what its wait needs.
+    fn post_counted(
+        &self,
+        queue: usize,
+        p: Rank,
+        h: &Header,
+        payload: *const u8,
+        len: usize,
+    ) -> Result<()> {
+        let n = self.send(p, h, payload, len)?;
+        let mut st = lock(&self.state);
+        let need = &mut st.need[queue.min(QUEUES - 1)][p];
+        *need = (*need).max(n);
+        Ok(())
+    }
+
+    /// Checks a transfer: both segments ready, both ranges in bounds, the peer alive.
+    fn check_transfer(&self, t: &Transfer) -> Result<(*mut u8, Arc<Mapping>)> {
+        let r = t.remote.rank;
+        let lseg = t.local.seg.0;
+        let rseg = t.remote.seg.0;
+        // Segments first (as the shared-memory engines), then ranges.
+        self.size_at(lseg, self.rank)?;
+        let rsize = self.size_at(rseg, r)?;
+        let local = self.local_range(lseg, t.local.offset, t.len)?;
+        in_bounds(r, rseg, t.remote.offset, t.len, rsize)?;
+        self.peer_ok(r)?;
+        Ok(local)
+    }
+
+    fn atomic(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        kind: Kind,
+        c: u64,
+        d: u64,
+    ) -> Result<u64> {
+        let size = self.size_at(seg, rank)?;
+        in_bounds(rank, seg, offset, 8, size)?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        self.peer_ok(rank)?;
+        if rank == self.rank {
+            let (ptr, _keep) = self.local_range(seg, offset, 8)?;
+            // SAFETY: 8 bytes in bounds, 8-aligned (the mapping is page-aligned).
+            let w = unsafe { &*(ptr as *const AtomicU64) };
+            return Ok(if kind == Kind::FetchAdd {
+                w.fetch_add(c, Ordering::AcqRel)
+            } else {
+                match w.compare_exchange(c, d, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(v) | Err(v) => v,
+                }
+            });
+        }
+        let id = {
+            let mut st = lock(&self.state);
+            st.next_req += 1;
+            let id = st.next_req;
+            st.atomics.insert(id, None);
+            id
+        };
+        let mut h = Header::new(kind);
+        (h.seg, h.a, h.b, h.c, h.d) = (seg, offset as u64, id, c, d);
+        let res = self.send(rank, &h, std::ptr::null(), 0).and_then(|_| {
+            self.wait_until(Deadline::Never, |e| {
+                if let Some(Some(v)) = lock(&e.state).atomics.get(&id) {
+                    return Ok(Some(*v));
+                }
+                e.peer_ok(rank).map(|()| None)
+            })
+        });
+        lock(&self.state).atomics.remove(&id);
+        match res? {
+            Ok(v) => Ok(v),
+            Err(()) => Err(Error::NoSuchSegment { seg, rank }),
+        }
+    }
+}
+
+/// `OutOfBounds` unless `offset + len <= size`.
+fn in_bounds(rank: Rank, seg: u32, offset: usize, len: usize, size: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::OutOfBounds {
+            rank,
+            seg,
+            offset,
+            len,
+            size,
+        }),
+    }
+}
+
+impl Engine for TcpEngine {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn local_rank(&self) -> usize {
+        self.local_rank
+    }
+    fn local_size(&self) -> usize {
+        self.local_size
+    }
+
+    fn segment_create(&self, seg: u32, size: usize, timeout: Timeout) -> Result<()> {
+        if seg >= MAX_SEGMENTS {
+            return Err(Error::SegmentIdTooLarge {
+                seg,
+                max: MAX_SEGMENTS,
+            });
+        }
+        let word = Collective::SegmentCreate { seg }.word();
+        self.check_pending(&lock(&self.calls), word)?;
+        {
+            let mut st = lock(&self.state);
+            match &st.segs[seg as usize] {
+                Some(s) if s.sizes.is_some() || s.size != size => {
+                    return Err(Error::SegmentExists { seg })
+                }
+                Some(_) => {} // Resuming.
+                None => {
+                    let map = Mapping::anonymous(size.max(1)).map_err(|e| {
+                        Error::io(format!("creating segment {seg} ({size} bytes)"), e)
+                    })?;
+                    st.segs[seg as usize] = Some(Seg {
+                        map: Arc::new(map),
+                        size,
+                        notifs: Arc::new(Notifs::new()),
+                        sizes: None,
+                    });
+                }
+            }
+        }
+        match self.collective(word, &(size as u64).to_le_bytes(), timeout) {
+            Ok(v) => {
+                let sizes: Arc<[usize]> = v
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
+                    .collect();
+                if sizes.len() != self.size {
+                    return Err(Error::Setup(format!(
+                        "segment {seg}: the root sent {} sizes for {} ranks",
+                        sizes.len(),
+                        self.size
+                    )));
+                }
+                if let Some(s) = lock(&self.state).segs[seg as usize].as_mut() {
+                    s.sizes = Some(sizes);
+                }
+                Ok(())
+            }
+            Err(e @ Error::CollectiveMismatch(_)) => {
+                lock(&self.state).segs[seg as usize] = None;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn segment_delete(&self, seg: u32, timeout: Timeout) -> Result<()> {
+        self.size_at(seg, self.rank)?;
+        self.collective(Collective::SegmentDelete { seg }.word(), &[], timeout)?;
+        lock(&self.state).segs[seg as usize] = None;
+        Ok(())
+    }
+
+    fn segment_local(&self, seg: u32) -> Result<(*mut u8, usize, KeepAlive)> {
+        let size = self.size_at(seg, self.rank)?;
+        let (ptr, map) = self.local_range(seg, 0, size)?;
+        Ok((ptr, size, map))
+    }
+
+    fn segment_size(&self, seg: u32, rank: Rank) -> Result<usize> {
+        self.size_at(seg, rank)
+    }
+
+    fn write(&self, queue: usize, t: &Transfer) -> Result<()> {
+        let (src, _keep) = self.check_transfer(t)?;
+        let r = t.remote.rank;
+        if r == self.rank {
+            let (dst, _k) = self.local_range(t.remote.seg.0, t.remote.offset, t.len)?;
+            // SAFETY: both ranges are in bounds of live mappings; `copy` allows overlap.
+            unsafe { std::ptr::copy(src, dst, t.len) };
+            return Ok(());
+        }
+        let mut h = Header::new(Kind::Put);
+        (h.seg, h.a) = (t.remote.seg.0, t.remote.offset as u64);
+        self.post_counted(queue, r, &h, src, t.len)
+    }
+
+    fn read(&self, queue: usize, t: &Transfer) -> Result<()> {
+        let (dst, keep) = self.check_transfer(t)?;
+        let r = t.remote.rank;
+        if r == self.rank {
+            let (src, _k) = self.local_range(t.remote.seg.0, t.remote.offset, t.len)?;
+            // SAFETY: both ranges are in bounds of live mappings; `copy` allows overlap.
+            unsafe { std::ptr::copy(src, dst, t.len) };
+            return Ok(());
+        }
+        let id = {
+            let mut st = lock(&self.state);
+            st.next_req += 1;
+            let id = st.next_req;
+            st.gets.insert(
+                id,
+                Get {
+                    dst,
+                    len: t.len,
+                    keep,
+                    queue,
+                    rank: r,
+                    seg: t.remote.seg.0,
+                    done: None,
+                },
+            );
+            id
+        };
+        let mut h = Header::new(Kind::Get);
+        (h.seg, h.a, h.b, h.c) = (t.remote.seg.0, t.remote.offset as u64, id, t.len as u64);
+        self.send(r, &h, std::ptr::null(), 0).inspect_err(|_| {
+            lock(&self.state).gets.remove(&id);
+        })?;
+        Ok(())
+    }
+
+    fn notify(&self, queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()> {
+        self.size_at(seg, rank)?;
+        self.peer_ok(rank)?;
+        if rank == self.rank {
+            self.notify_local(seg, id as u64, value);
+            self.wake();
+            return Ok(());
+        }
+        let mut h = Header::new(Kind::Notify);
+        (h.seg, h.a, h.b) = (seg, id as u64, u64::from(value));
+        self.post_counted(queue, rank, &h, std::ptr::null(), 0)
+    }
+
+    fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
+        // One connection per peer keeps the order: the notification is applied after the data.
+        self.write(queue, t)?;
+        self.notify(queue, t.remote.rank, t.remote.seg.0, id, value)
+    }
+
+    fn wait(&self, queue: usize, timeout: Timeout) -> Result<()> {
+        let q = queue.min(QUEUES - 1);
+        self.wait_until(timeout.deadline(), |e| {
+            let mut st = lock(&e.state);
+            for p in 0..e.size {
+                if st.need[q][p] > e.acked[p].load(Ordering::Acquire) {
+                    e.peer_ok(p)?;
+                    return Ok(None);
+                }
+            }
+            let mut failed = None;
+            for g in st.gets.values().filter(|g| g.queue == queue) {
+                match g.done {
+                    None => {
+                        e.peer_ok(g.rank)?;
+                        return Ok(None);
+                    }
+                    Some(false) => failed = Some((g.seg, g.rank)),
+                    Some(true) => {}
+                }
+            }
+            st.gets.retain(|_, g| g.queue != queue);
+            match failed {
+                Some((seg, rank)) => Err(Error::NoSuchSegment { seg, rank }),
+                None => Ok(Some(())),
+            }
+        })
+    }
+
+    fn notify_waitsome(
+        &self,
+        seg: u32,
+        first: usize,
+        count: usize,
+        timeout: Timeout,
+    ) -> Result<usize> {
+        self.size_at(seg, self.rank)?;
+        let n = lock(&self.state).segs[seg as usize]
+            .as_ref()
+            .map(|s| s.notifs.clone())
+            .ok_or(Error::NoSuchSegment {
+                seg,
+                rank: self.rank,
+            })?;
+        let end = first.saturating_add(count).min(NOTIFICATIONS);
+        self.wait_until(timeout.deadline(), |e| {
+            if let Some(i) = (first..end).find(|&i| n.0[i].load(Ordering::Acquire) != 0) {
+                return Ok(Some(i));
+            }
+            match e.gone(false) {
+                Some(r) => Err(Error::PeerFailed(r)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn notify_reset(&self, seg: u32, id: usize) -> Result<u32> {
+        self.size_at(seg, self.rank)?;
+        let st = lock(&self.state);
+        let s = st.segs[seg as usize].as_ref().ok_or(Error::NoSuchSegment {
+            seg,
+            rank: self.rank,
+        })?;
+        Ok(s.notifs.0[id].swap(0, Ordering::AcqRel))
+    }
+
+    fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
+        self.atomic(rank, seg, offset, Kind::FetchAdd, value, 0)
+    }
+
+    fn atomic_compare_swap(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        self.atomic(rank, seg, offset, Kind::CompareSwap, expected, new)
+    }
+
+    fn barrier(&self, timeout: Timeout) -> Result<()> {
+        self.collective(Collective::BARRIER, &[], timeout).map(drop)
+    }
+
+    fn allreduce(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+        ty: DataType,
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let word = Collective::allreduce_word(input.len() / ty.size(), ty, op);
+        let v = self.collective(word, input, timeout)?;
+        if v.len() != output.len() {
+            return Err(Error::Setup(format!(
+                "allreduce: the root answered {} bytes for {}",
+                v.len(),
+                output.len()
+            )));
+        }
+        output.copy_from_slice(&v);
+        Ok(())
+    }
+
+    fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {
+        if data.len() > PASSIVE_MAX {
+            return Err(Error::MessageTooLarge {
+                len: data.len(),
+                max: PASSIVE_MAX,
+            });
+        }
+        self.peer_ok(rank)?;
+        let deadline = timeout.deadline();
+        if rank == self.rank {
+            self.wait_until(deadline, |e| {
+                let mut st = lock(&e.state);
+                if st.self_msgs >= PASSIVE_SLOTS {
+                    return Ok(None);
+                }
+                st.self_msgs += 1;
+                st.mailbox.push_back((e.rank, data.to_vec()));
+                Ok(Some(()))
+            })?;
+            self.wake();
+            return Ok(());
+        }
+        self.wait_until(deadline, |e| {
+            let c = &e.credits[rank];
+            let mut cur = c.load(Ordering::Acquire);
+            while cur > 0 {
+                match c.compare_exchange(cur, cur - 1, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return Ok(Some(())),
+                    Err(v) => cur = v,
+                }
+            }
+            e.peer_ok(rank).map(|()| None)
+        })?;
+        let h = Header::new(Kind::Passive);
+        self.send(rank, &h, data.as_ptr(), data.len()).map(drop)
+    }
+
+    fn passive_receive(&self, buf: &mut [u8], timeout: Timeout) -> Result<(Rank, usize)> {
+        let (from, len) = self.wait_until(timeout.deadline(), |e| {
+            let mut st = lock(&e.state);
+            if let Some((_, msg)) = st.mailbox.front() {
+                if msg.len() > buf.len() {
+                    return Err(Error::BufferTooSmall {
+                        need: msg.len(),
+                        have: buf.len(),
+                    });
+                }
+                let (from, msg) = st.mailbox.pop_front().expect("a message");
+                buf[..msg.len()].copy_from_slice(&msg);
+                if from == e.rank {
+                    st.self_msgs -= 1;
+                }
+                return Ok(Some((from, msg.len())));
+            }
+            match e.gone(false) {
+                Some(r) => Err(Error::PeerFailed(r)),
+                None => Ok(None),
+            }
+        })?;
+        if from != self.rank {
+            let mut h = Header::new(Kind::Credit);
+            h.a = 1;
+            let _ = self.send(from, &h, std::ptr::null(), 0);
+        }
+        Ok((from, len))
+    }
+
+    fn passive_max(&self) -> usize {
+        PASSIVE_MAX
+    }
+
+    fn health(&self, rank: Rank) -> Health {
+        match self.health.get(rank).map(|h| h.load(Ordering::Acquire)) {
+            Some(H_FAILED) => Health::Failed,
+            Some(H_EXITED) => Health::Exited,
+            _ => Health::Healthy,
+        }
+    }
+
+    fn leave(&self, failed: bool) {
+        if self.left.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if !failed {
+            for p in (0..self.size).filter(|&p| p != self.rank) {
+                let connected = lock(&self.links[p]).connected();
+                if connected && self.gone_code(p) == H_OK {
+                    let _ = self.send(p, &Header::new(Kind::Bye), std::ptr::null(), 0);
+                }
+            }
+            // Write out what peers are still owed (answers, acknowledgements, results).
+            let deadline = Instant::now() + LEAVE_FLUSH;
+            while Instant::now() < deadline
+                && self.links.iter().any(|l| {
+                    let l = lock(l);
+                    l.backlog() > 0 && !l.broken
+                })
+            {
+                self.poll(Duration::from_millis(1));
+            }
+        }
+        for l in &self.links {
+            lock(l).close();
+        }
+    }
+
+    fn needs_progress(&self) -> bool {
+        true
+    }
+
+    fn progress(&self) -> Result<bool> {
+        Ok(self.poll(Duration::ZERO))
+    }
+
+    fn transport_stats(&self) -> Option<TransportStats> {
+        Some(self.stats())
+    }
+}
+
+impl Drop for TcpEngine {
+    fn drop(&mut self) {
+        self.leave(std::thread::panicking());
+    }
+}

@@ -1,0 +1,208 @@
+//! How the ranks of a tcp job learn each other's addresses: every rank binds a listener of its
+//! own, connects to the job's rendezvous address (`TIERS_TCP_ROOT`, served by the launcher of
+//! the first host) and sends its rank and listening address; once every rank has, each gets
+//! the whole table back and the rendezvous closes. Nothing else goes through it.
+//!
+//! The server refuses a second process claiming a rank already taken (both are told) and gives
+//! up at its deadline, naming the ranks that never came.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn get_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn get_str(r: &mut impl Read) -> io::Result<String> {
+    let mut b = [0u8; 2];
+    r.read_exact(&mut b)?;
+    let mut s = vec![0u8; u16::from_le_bytes(b) as usize];
+    r.read_exact(&mut s)?;
+    String::from_utf8(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
+fn invalid(m: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, m)
+}
+
+/// Serves one job's rendezvous on `listener` for `size` ranks until every rank has its table,
+/// until `deadline`, or until `stop` says so (the job ended). Run by the launcher (in a
+/// thread of its own).
+pub fn serve(
+    listener: TcpListener,
+    size: usize,
+    deadline: Instant,
+    stop: &std::sync::atomic::AtomicBool,
+) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let mut joined: Vec<Option<(TcpStream, String)>> = (0..size).map(|_| None).collect();
+    let mut count = 0;
+    while count < size {
+        let (mut s, _) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
+                if Instant::now() >= deadline {
+                    let missing: Vec<usize> = (0..size).filter(|&r| joined[r].is_none()).collect();
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("tcp rendezvous: ranks {missing:?} never joined"),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let (rank, addr) = match (get_u64(&mut s), get_str(&mut s)) {
+            (Ok(r), Ok(a)) => (r as usize, a),
+            _ => continue, // Not a rank of this job (or it died while joining).
+        };
+        let refuse = |s: &mut TcpStream, why: &str| {
+            let mut out = 1u64.to_le_bytes().to_vec();
+            put_str(&mut out, why);
+            let _ = s.write_all(&out);
+        };
+        if rank >= size {
+            refuse(&mut s, &format!("rank {rank} of a job of {size}"));
+            continue;
+        }
+        if let Some((mut other, _)) = joined[rank].take() {
+            let why = format!("two processes joined the tcp job as rank {rank}");
+            refuse(&mut s, &why);
+            refuse(&mut other, &why);
+            return Err(invalid(why));
+        }
+        joined[rank] = Some((s, addr));
+        count += 1;
+    }
+    let mut table = 0u64.to_le_bytes().to_vec();
+    table.extend_from_slice(&(size as u64).to_le_bytes());
+    for j in joined.iter().flatten() {
+        put_str(&mut table, &j.1);
+    }
+    for (s, _) in joined.iter_mut().flatten() {
+        // A rank that died meanwhile finds out from its peers; the others go on.
+        let _ = s.write_all(&table);
+    }
+    Ok(())
+}
+
+/// This rank's side: sends `(rank, me)` to the rendezvous at `root` (retrying until it
+/// listens, up to `deadline`) and returns every rank's address.
+pub fn join(
+    root: &str,
+    rank: usize,
+    me: SocketAddr,
+    deadline: Instant,
+) -> io::Result<Vec<SocketAddr>> {
+    let addr = root
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| invalid(format!("tcp rendezvous address {root:?} names no address")))?;
+    let mut s = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(
+            &addr,
+            left.clamp(Duration::from_millis(1), Duration::from_secs(5)),
+        ) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("tcp rendezvous at {root}: {e}"),
+                ))
+            }
+        }
+    };
+    let mut out = (rank as u64).to_le_bytes().to_vec();
+    put_str(&mut out, &me.to_string());
+    s.write_all(&out)?;
+    s.set_read_timeout(Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1)),
+    ))?;
+    if get_u64(&mut s)? != 0 {
+        let why = get_str(&mut s).unwrap_or_default();
+        return Err(invalid(why));
+    }
+    let n = get_u64(&mut s)? as usize;
+    (0..n)
+        .map(|_| {
+            let a = get_str(&mut s)?;
+            a.parse::<SocketAddr>()
+                .map_err(|_| invalid(format!("tcp rendezvous: bad address {a:?}")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static NO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    #[test]
+    fn every_rank_gets_the_table_and_a_duplicate_rank_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let server = std::thread::spawn(move || serve(l, 3, deadline, &NO));
+        let clients: Vec<_> = (0..3)
+            .map(|r| {
+                let root = root.clone();
+                std::thread::spawn(move || {
+                    let me: SocketAddr = format!("127.0.0.1:{}", 1000 + r).parse().unwrap();
+                    join(&root, r, me, deadline)
+                })
+            })
+            .collect();
+        for c in clients {
+            let t = c.join().unwrap().unwrap();
+            assert_eq!(t.len(), 3);
+            for (r, a) in t.iter().enumerate() {
+                assert_eq!(a.port() as usize, 1000 + r);
+            }
+        }
+        server.join().unwrap().unwrap();
+
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || serve(l, 3, deadline, &NO));
+        let twins: Vec<_> = (0..2)
+            .map(|_| {
+                let root = root.clone();
+                std::thread::spawn(move || join(&root, 1, "127.0.0.1:9".parse().unwrap(), deadline))
+            })
+            .collect();
+        for t in twins {
+            let e = t.join().unwrap().unwrap_err();
+            assert!(e.to_string().contains("two processes"), "{e}");
+        }
+        assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_missing_rank_is_named_at_the_deadline() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = serve(l, 2, Instant::now() + Duration::from_millis(50), &NO).unwrap_err();
+        assert!(e.to_string().contains("[0, 1]"), "{e}");
+    }
+}
