@@ -296,3 +296,88 @@ fn two_processes_cannot_join_as_one_rank() {
     );
     assert!(t.elapsed() < Duration::from_secs(50), "{:?}", t.elapsed());
 }
+
+/// A tcp job across two "hosts" (the loopback addresses 127.0.0.1 and 127.0.0.2), one
+/// launcher each as on two machines: the ranks are numbered across the hosts, find each
+/// other through the first launcher's rendezvous, and NPB IS verifies; a rank killed on the
+/// second host is reported there with its job-wide rank while the first host's ranks see
+/// `PeerFailed` instead of hanging.
+#[test]
+fn tcp_runs_one_launcher_per_host() {
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let launch = |host: usize, n: usize, cmd: &[&str]| {
+        let list = "127.0.0.1:2,127.0.0.2:2";
+        Command::new(env!("CARGO_BIN_EXE_tiers"))
+            .args(["run", "--engine", "tcp", "--hosts", list, "--port"])
+            .arg(port.to_string())
+            .args([
+                "--host",
+                &host.to_string(),
+                "-n",
+                &n.to_string(),
+                "--prefix",
+            ])
+            .arg("--")
+            .args(cmd)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("tiers run starts")
+    };
+    let is = [env!("CARGO_BIN_EXE_tiers"), "is", "--class", "S"];
+    let a = launch(0, 2, &is);
+    let b = launch(1, 2, &is);
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert!(
+        text(&a).contains("[0]  VERIFICATION SUCCESSFUL"),
+        "{}",
+        text(&a)
+    );
+    assert!(
+        text(&a).contains("Total number of processes:  4"),
+        "{}",
+        text(&a)
+    );
+
+    // Rank 2 (the second host's first) is killed mid-run: its launcher names it, and the
+    // first host's ranks end with an error instead of waiting for it.
+    let isa = [env!("CARGO_BIN_EXE_tiers"), "is", "--class", "A"];
+    let t = Instant::now();
+    let a = launch(0, 2, &isa);
+    let b = launch(1, 2, &isa);
+    let victim = loop {
+        let child = std::fs::read_to_string(format!("/proc/{}/task/{}/children", b.id(), b.id()))
+            .ok()
+            .and_then(|s| {
+                s.split_whitespace()
+                    .next()
+                    .and_then(|p| p.parse::<i32>().ok())
+            });
+        if let Some(pid) = child {
+            break pid;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "rank 2 never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory effects; the pid is the rank this test's launcher started.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let err_b = String::from_utf8_lossy(&b.stderr);
+    assert!(!b.status.success());
+    assert!(
+        err_b.contains(&format!("rank 2 (pid {victim}) was killed by signal 9")),
+        "{err_b}"
+    );
+    assert!(
+        !a.status.success(),
+        "the first host's ranks cannot finish IS without rank 2"
+    );
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+}

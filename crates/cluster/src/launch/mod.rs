@@ -447,11 +447,13 @@ impl Job {
             } else if self.prefix {
                 if let Some(o) = child.stdout.take() {
                     let c = closed.clone();
-                    pumps.push(std::thread::spawn(move || pump(o, r, false, &c)));
+                    let g = first + r;
+                    pumps.push(std::thread::spawn(move || pump(o, g, false, &c)));
                 }
                 if let Some(o) = child.stderr.take() {
                     let c = closed.clone();
-                    pumps.push(std::thread::spawn(move || pump(o, r, true, &c)));
+                    let g = first + r;
+                    pumps.push(std::thread::spawn(move || pump(o, g, true, &c)));
                 }
             }
             if let Some(mut to) = child.stdin.take() {
@@ -678,7 +680,8 @@ impl Job {
                             pids[r]
                         );
                     } else {
-                        eprintln!("tiers run: rank {r} (pid {}) {how}", pids[r]);
+                        let first = self.hosts.as_ref().map_or(0, Hosts::first);
+                        eprintln!("tiers run: rank {} (pid {}) {how}", first + r, pids[r]);
                     }
                 }
                 if reps == 1 {

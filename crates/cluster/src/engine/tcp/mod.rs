@@ -973,8 +973,14 @@ impl Engine for TcpEngine {
             let mut st = lock(&e.state);
             for p in 0..e.size {
                 if st.need[q][p] > e.acked[p].load(Ordering::Acquire) {
-                    e.peer_ok(p)?;
-                    return Ok(None);
+                    match e.gone_code(p) {
+                        // A peer that left normally took nothing more: what was posted to
+                        // it before it said goodbye is complete, as on the shared-memory
+                        // engines (a post after it left is refused).
+                        H_EXITED => st.need[q][p] = 0,
+                        H_FAILED => return Err(Error::PeerFailed(p)),
+                        _ => return Ok(None),
+                    }
                 }
             }
             let mut failed = None;
