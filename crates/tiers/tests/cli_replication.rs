@@ -206,9 +206,20 @@ fn cpu_ticks(pid: i32) -> Option<(u64, bool)> {
 
 #[test]
 fn a_stopped_replica_is_skipped() {
+    stopped("shm");
+}
+
+/// The same over sockets: the stopped replica's connections stay open, so only the
+/// replicated receiver's timeout finds it out.
+#[test]
+fn a_stopped_replica_is_skipped_on_the_tcp_engine() {
+    stopped("tcp");
+}
+
+fn stopped(engine: &str) {
     let want = reference("A");
     let t = Instant::now();
-    let child = launch(2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")]);
+    let child = launch_on(engine, 2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")]);
     let procs = replicas(child.id(), 4);
     assert_eq!(procs.len(), 4, "{procs:?}");
     // Replica 0 of rank 1: the one rank 0 asks first. Stopped once it has worked a little,

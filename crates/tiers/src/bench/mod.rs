@@ -21,6 +21,7 @@ mod md;
 mod mpi;
 mod node;
 mod overlap;
+mod progress;
 mod redblack;
 mod replication;
 
@@ -268,6 +269,20 @@ pub static BENCHES: &[Bench] = &[
         peers: "the same job unreplicated (R = 1); limit = 3 copies of a rank's keys per iteration at memcpy bandwidth",
         launch: Launch::StartsRanks,
         run: replication::run,
+    },
+    Bench {
+        name: "progress",
+        measures: "passes of the tcp engine's progress engine per alltoallv of 32 KiB per pair (`-- RANKS [BYTES]`), sender-driven (direct) against receiver-driven (pull), eager and lazy polling (seed 003's Table II); ready sockets, time in receives and sends and us per alltoallv beside",
+        peers: "direct writes against pulled reads, each under eager and lazy; limit = memcpy of one rank's share of an alltoallv",
+        launch: Launch::StartsRanks,
+        run: progress::run,
+    },
+    Bench {
+        name: "progress-rank",
+        measures: "one rank of progress's tcp jobs",
+        peers: "",
+        launch: Launch::Internal,
+        run: progress::rank_main,
     },
 ];
 

@@ -15,10 +15,11 @@
 //!   atomics are answered) and writes out what the sockets would not take before. One thread
 //!   at a time runs a pass; the others wait for its signal. The passes are counted as seed
 //!   003 instruments VolpexMPI's progress engine ([`TransportStats`]).
-//! - **Completion.** Writes and notifications are acknowledged by their target once applied;
-//!   a queue's wait returns when every write and notification it posted is acknowledged and
-//!   every read answered, so what a wait completed is visible at the target, as on the other
-//!   engines.
+//! - **Completion.** A queue's wait is local completion (GASPI's): writes and notifications
+//!   are complete when posted, reads when answered. Writes and notifications are acknowledged
+//!   by their target once applied, and a rank's collectives wait for those acknowledgements
+//!   first (a fence), so what was written before a barrier is in place after it, as on the
+//!   shared-memory engines.
 //! - **Collectives** go through rank 0 (`root`), which checks that every rank made the same
 //!   call and folds reductions in rank order.
 //! - **Failures.** A connection that ends without the peer's goodbye marks the peer failed;
@@ -39,7 +40,7 @@ use self::root::{Outcome, Root};
 use self::wire::{Header, Kind};
 use super::{Engine, KeepAlive, Transfer, TransportStats};
 use crate::collective::{Collective, DataType, Op};
-use crate::config::{self, env, MAX_SEGMENTS, NOTIFICATIONS, PASSIVE_MAX, PASSIVE_SLOTS, QUEUES};
+use crate::config::{self, env, MAX_SEGMENTS, NOTIFICATIONS, PASSIVE_MAX, PASSIVE_SLOTS};
 use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::sys::Mapping;
@@ -111,8 +112,6 @@ struct State {
     /// Atomics in flight: `Some(Ok(old))` once answered, `Some(Err(()))` when refused.
     atomics: HashMap<u64, Option<std::result::Result<u64, ()>>>,
     next_req: u64,
-    /// Per queue, per peer: the counted frame (see `Link::counted`) to be acknowledged.
-    need: Vec<Vec<u64>>,
     mailbox: VecDeque<(Rank, Vec<u8>)>,
     /// Messages in the mailbox that this rank sent itself (bounded by `PASSIVE_SLOTS`).
     self_msgs: usize,
@@ -236,7 +235,6 @@ impl TcpEngine {
             .map_err(|e| io("watching the listening socket", e))?;
         let state = State {
             segs: (0..MAX_SEGMENTS).map(|_| None).collect(),
-            need: vec![vec![0; size]; QUEUES],
             root: (rank == 0).then(|| Root::new(size)),
             ..State::default()
         };
@@ -664,6 +662,7 @@ impl TcpEngine {
         let seq = match c.pending {
             Some((s, _)) => s,
             None => {
+                self.fence(deadline)?;
                 c.seq += 1;
                 let s = c.seq;
                 c.pending = Some((s, word));
@@ -714,20 +713,26 @@ impl TcpEngine {
         }
     }
 
-    /// Posts a counted frame on `queue` and records what its wait needs.
-    fn post_counted(
-        &self,
-        queue: usize,
-        p: Rank,
-        h: &Header,
-        payload: *const u8,
-        len: usize,
-    ) -> Result<()> {
-        let n = self.send(p, h, payload, len)?;
-        let mut st = lock(&self.state);
-        let need = &mut st.need[queue.min(QUEUES - 1)][p];
-        *need = (*need).max(n);
-        Ok(())
+    /// Posts a counted frame (see [`Kind::counted`]): acknowledged by the target once applied,
+    /// which the next collective's fence waits for.
+    fn post_counted(&self, p: Rank, h: &Header, payload: *const u8, len: usize) -> Result<()> {
+        self.send(p, h, payload, len).map(drop)
+    }
+
+    /// Waits until every write and notification this rank has sent is applied at its
+    /// target (acknowledged), or the target is gone: run before a rank contributes to a
+    /// collective, so that what it wrote before the collective is in place for every rank
+    /// after it (a queue's wait only promises local completion).
+    fn fence(&self, deadline: Deadline) -> Result<()> {
+        self.wait_until(deadline, |e| {
+            for p in (0..e.size).filter(|&p| p != e.rank) {
+                let sent = lock(&e.links[p]).counted;
+                if sent > e.acked[p].load(Ordering::Acquire) && e.gone_code(p) == H_OK {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        })
     }
 
     /// Checks a transfer: both segments ready, both ranges in bounds, the peer alive.
@@ -899,7 +904,7 @@ impl Engine for TcpEngine {
         self.size_at(seg, rank)
     }
 
-    fn write(&self, queue: usize, t: &Transfer) -> Result<()> {
+    fn write(&self, _queue: usize, t: &Transfer) -> Result<()> {
         let (src, _keep) = self.check_transfer(t)?;
         let r = t.remote.rank;
         if r == self.rank {
@@ -910,7 +915,7 @@ impl Engine for TcpEngine {
         }
         let mut h = Header::new(Kind::Put);
         (h.seg, h.a) = (t.remote.seg.0, t.remote.offset as u64);
-        self.post_counted(queue, r, &h, src, t.len)
+        self.post_counted(r, &h, src, t.len)
     }
 
     fn read(&self, queue: usize, t: &Transfer) -> Result<()> {
@@ -948,7 +953,7 @@ impl Engine for TcpEngine {
         Ok(())
     }
 
-    fn notify(&self, queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()> {
+    fn notify(&self, _queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()> {
         self.size_at(seg, rank)?;
         self.peer_ok(rank)?;
         if rank == self.rank {
@@ -958,7 +963,7 @@ impl Engine for TcpEngine {
         }
         let mut h = Header::new(Kind::Notify);
         (h.seg, h.a, h.b) = (seg, id as u64, u64::from(value));
-        self.post_counted(queue, rank, &h, std::ptr::null(), 0)
+        self.post_counted(rank, &h, std::ptr::null(), 0)
     }
 
     fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
@@ -968,21 +973,10 @@ impl Engine for TcpEngine {
     }
 
     fn wait(&self, queue: usize, timeout: Timeout) -> Result<()> {
-        let q = queue.min(QUEUES - 1);
+        // Writes and notifications are locally complete when posted (the bytes are in the
+        // socket or the link's backlog): only the reads of the queue wait for their answers.
         self.wait_until(timeout.deadline(), |e| {
             let mut st = lock(&e.state);
-            for p in 0..e.size {
-                if st.need[q][p] > e.acked[p].load(Ordering::Acquire) {
-                    match e.gone_code(p) {
-                        // A peer that left normally took nothing more: what was posted to
-                        // it before it said goodbye is complete, as on the shared-memory
-                        // engines (a post after it left is refused).
-                        H_EXITED => st.need[q][p] = 0,
-                        H_FAILED => return Err(Error::PeerFailed(p)),
-                        _ => return Ok(None),
-                    }
-                }
-            }
             let mut failed = None;
             for g in st.gets.values().filter(|g| g.queue == queue) {
                 match g.done {
