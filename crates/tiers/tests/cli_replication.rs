@@ -148,7 +148,12 @@ fn random_single_replica_kills_on_the_tcp_engine() {
     random_kills("tcp", 10);
 }
 
+/// `runs` kills (`TIERS_KILLS=N` asks for N instead, for a longer campaign).
 fn random_kills(engine: &str, runs: usize) {
+    let runs = std::env::var("TIERS_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(runs);
     let want = reference("W");
     let launch = |r, c, e| launch_on(engine, r, c, e);
     let mut rng = Rng::new();

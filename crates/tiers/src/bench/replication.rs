@@ -1,10 +1,12 @@
-//! `tiers bench replication [CLASS] [-- RANKS]`: NPB IS (`tiers is`) on RANKS logical ranks
+//! `tiers bench replication [CLASS] [-- RANKS [ENGINE]]`: NPB IS (`tiers is`) on RANKS logical ranks
 //! unreplicated, with 2 replicas per rank (`tiers run --replicas 2`), and with 2 replicas of
 //! which one (replica 1 of rank 0) is killed with SIGKILL a quarter of a second into the run,
 //! alternated run by run. Each value is the time IS's report gives for its ten timed
 //! iterations, the median over runs; the ratio of the replicated rows to the unreplicated one
 //! is the overhead of replication on this machine (on fewer cores than processes it is mostly
 //! the oversubscription).
+//!
+//! ENGINE is `shm` (default) or `tcp` (the replicas' messages over sockets).
 //!
 //! `limit`: as `tiers bench is`, ten iterations of three copies of one rank's keys at the
 //! memory bandwidth a `memcpy` of them reaches in this run.
@@ -84,6 +86,13 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
         )
         .into());
     }
+    let engine = ctx.args.get(2).map_or("shm", String::as_str);
+    if !matches!(engine, "shm" | "tcp") {
+        return Err(format!(
+            "tiers bench replication: engine {engine:?}: replicas run on shm or tcp"
+        )
+        .into());
+    }
     let exe = std::env::current_exe()?;
     let letter = class.letter().to_string();
     let keys = 1usize << class.params().total_keys_log2;
@@ -93,7 +102,7 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     {
         let fail = std::cell::RefCell::new(&mut failure);
         let job = |replicas: usize| -> Vec<String> {
-            let mut a: Vec<String> = ["run", "-n"].map(String::from).to_vec();
+            let mut a: Vec<String> = ["run", "--engine", engine, "-n"].map(String::from).to_vec();
             a.push(ranks.to_string());
             a.push("--replicas".into());
             a.push(replicas.to_string());
@@ -139,7 +148,11 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             (copy.run)(iters * 3 * ITERATIONS as u64)
         }));
         let res = compare(ctx.opts.min_time, &mut cands);
-        let params = [("class", letter.as_str().into()), ("ranks", ranks.into())];
+        let params = [
+            ("class", letter.as_str().into()),
+            ("ranks", ranks.into()),
+            ("engine", engine.into()),
+        ];
         for (c, (median, _)) in cands.iter().zip(&res) {
             if c.name == limit::IMPL {
                 r.push_limit(
@@ -162,7 +175,7 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
         "the kill lands 0.25 s after the launch (or not at all when the job has ended): for small classes that may be before or after the timed iterations",
     );
     r.note(format!(
-        "seconds of IS's {ITERATIONS} timed iterations as its report gives them, median over alternated runs; R replicas per rank on the shm engine, {} cores here",
+        "seconds of IS's {ITERATIONS} timed iterations as its report gives them, median over alternated runs; R replicas per rank on the {engine} engine, {} cores here",
         tiers_node::affinity::get().map_or(0, |c| c.len())
     ));
     Ok(Some(r))
