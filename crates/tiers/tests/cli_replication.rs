@@ -292,3 +292,69 @@ fn killing_every_replica_of_a_rank_ends_the_job_naming_it() {
         t.elapsed()
     );
 }
+
+/// Replicas spread over two "hosts" (the loopback addresses 127.0.0.1 and 127.0.0.2, one tcp
+/// launcher each, as on two machines): host k runs replica k of every rank. Killing a host's
+/// replica of rank 0 (host 0's is also the tcp world's collective root) in the middle of the
+/// run leaves the other host's output that of an unreplicated run; the host that lost it says
+/// so and fails.
+#[test]
+fn replicas_spread_over_two_hosts_survive_a_kill_on_either() {
+    let want = reference("W");
+    let port = 30000 + (std::process::id() % 20000) as u16;
+    let host = |k: usize| {
+        Command::new(TIERS)
+            .args([
+                "run",
+                "--engine",
+                "tcp",
+                "--hosts",
+                "127.0.0.1:2,127.0.0.2:2",
+            ])
+            .args(["--port", &port.to_string(), "--host", &k.to_string()])
+            .args(["-n", "2", "--replicas", "2", "--timeout", "120", "--"])
+            .args([TIERS, "is", "--class", "W"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tiers run starts")
+    };
+    // Unkilled: both hosts print the report.
+    let t0 = Instant::now();
+    let (a, b) = (host(0), host(1));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let span = t0.elapsed().as_millis().max(20) as u64;
+    for o in [&a, &b] {
+        let (out, err) = text(o);
+        assert!(o.status.success(), "{out}{err}");
+        assert_eq!(stable(&out), want, "{err}");
+    }
+    for victim_host in [1, 0, 1, 0] {
+        let hs = [host(0), host(1)];
+        let procs = replicas(hs[victim_host].id(), 2);
+        assert_eq!(procs.len(), 2, "{procs:?}");
+        // This host's replica of rank 0.
+        let (pid, rank, k) = procs[0];
+        assert_eq!((rank, k), (0, victim_host));
+        std::thread::sleep(Duration::from_millis(span * 3 / 10));
+        signal(pid, libc::SIGKILL);
+        let [a, b] = hs;
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let (survivor, victim) = (&outs[1 - victim_host], &outs[victim_host]);
+        let (out, err) = text(survivor);
+        assert!(
+            survivor.status.success(),
+            "host {victim_host} killed: {out}{err}"
+        );
+        assert_eq!(stable(&out), want, "host {victim_host} killed: {err}");
+        let (vout, verr) = text(victim);
+        if !victim.status.success() {
+            assert!(
+                verr.contains(&format!(
+                    "replica {victim_host} of rank 0 (pid {pid}) was killed"
+                )),
+                "{vout}{verr}"
+            );
+        }
+    }
+}

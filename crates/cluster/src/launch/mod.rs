@@ -245,13 +245,22 @@ impl Job {
         }
     }
 
-    /// Processes the job starts: one for the `local` engine, else `n × replicas`.
+    /// Processes this launcher starts: one for the `local` engine, `n` when the replicas are
+    /// spread over hosts (one replica of each rank here), else `n × replicas`.
     pub fn processes(&self) -> usize {
         if self.engine == "local" {
             1
+        } else if self.spread() {
+            self.n
         } else {
             self.n.saturating_mul(self.replicas.max(1))
         }
+    }
+
+    /// Whether the replicas of each rank are spread over the hosts of a tcp job: host `k` runs
+    /// replica `k` of every rank (`--hosts` with as many hosts as `--replicas`).
+    pub fn spread(&self) -> bool {
+        self.hosts.is_some() && self.replicas > 1
     }
 
     /// Checks, before anything is created, that this host can hold the job: at most
@@ -275,7 +284,7 @@ impl Job {
             if self.engine != "tcp" {
                 return invalid(format!("--hosts needs the tcp engine, not {}", self.engine));
             }
-            if h.hosts[h.this].1 != self.n {
+            if self.replicas <= 1 && h.hosts[h.this].1 != self.n {
                 return invalid(format!(
                     "-n {}: --hosts gives host {} {} ranks",
                     self.n, h.this, h.hosts[h.this].1
@@ -288,8 +297,14 @@ impl Job {
                 self.replicas, self.engine
             ));
         }
-        if self.replicas > 1 && self.hosts.is_some() {
-            return invalid("--replicas with --hosts: not yet (replicas on one host)".into());
+        if let Some(h) = self.hosts.as_ref().filter(|_| self.replicas > 1) {
+            if h.hosts.len() != self.replicas || h.hosts.iter().any(|x| x.1 != self.n) {
+                return invalid(format!(
+                    "--replicas {} across hosts: host k runs replica k of every rank, so --hosts \
+                     needs {} hosts of {} ranks each (ADDR:{},…)",
+                    self.replicas, self.replicas, self.n, self.n
+                ));
+            }
         }
         if self
             .n
@@ -345,6 +360,8 @@ impl Job {
         let job = shm::new_job_id();
         let procs = self.processes();
         let reps = self.replicas.max(1);
+        let spread = self.spread();
+        let this = self.hosts.as_ref().map_or(0, |h| h.this);
         let jc = if self.engine == "shm" {
             Some(JobControl::create(&job, procs)?)
         } else {
@@ -381,11 +398,14 @@ impl Job {
             self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
             let mut cmd = Command::new(&self.program);
             let size = if reps > 1 { procs } else { self.n };
-            let global = if reps > 1 { procs } else { total };
+            let global = if reps > 1 && !spread { procs } else { total };
+            // Process `p` of the job is replica `p % reps` of rank `p / reps`; spread over
+            // hosts, this host's `r`-th process is replica `this` of rank `r`.
+            let p = if spread { r * reps + this } else { first + r };
             cmd.args(&self.args)
                 .env(env::ENGINE, &self.engine)
                 .env(env::JOB, &job)
-                .env(env::RANK, (first + r).to_string())
+                .env(env::RANK, p.to_string())
                 .env(env::SIZE, global.to_string())
                 .env(env::LOCAL_RANK, r.to_string())
                 .env(env::LOCAL_SIZE, size.to_string())
@@ -397,7 +417,7 @@ impl Job {
             }
             if reps > 1 {
                 cmd.env(env::REPLICAS, reps.to_string())
-                    .env(env::REPLICA, (r % reps).to_string());
+                    .env(env::REPLICA, (p % reps).to_string());
             }
             if self.prefix || reps > 1 {
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -430,7 +450,7 @@ impl Job {
                 }
             };
             if reps > 1 {
-                let l = r / reps;
+                let l = if spread { r } else { r / reps };
                 let tag = self.prefix.then_some(l);
                 if let Some(o) = child.stdout.take() {
                     let (c, m) = (closed.clone(), merged[l][0].clone());
@@ -499,6 +519,7 @@ impl Job {
             }
             // Every logical rank has a replica that finished: the others are redundant.
             if reps > 1
+                && !spread
                 && failed_at.is_none()
                 && ends
                     .chunks(reps)
@@ -574,7 +595,7 @@ impl Job {
                 .collect(),
             job,
             stop,
-            replicas: reps,
+            replicas: if spread { 1 } else { reps },
         })
     }
 
@@ -672,7 +693,13 @@ impl Job {
                         }
                         End::Stopped => String::new(),
                     };
-                    if reps > 1 {
+                    if self.spread() {
+                        let this = self.hosts.as_ref().map_or(0, |h| h.this);
+                        eprintln!(
+                            "tiers run: replica {this} of rank {r} (pid {}) {how}; its other replicas run on the other hosts",
+                            pids[r]
+                        );
+                    } else if reps > 1 {
                         eprintln!(
                             "tiers run: replica {} of rank {} (pid {}) {how}",
                             r % reps,
@@ -686,6 +713,12 @@ impl Job {
                 }
                 if reps == 1 {
                     failed = Some(None);
+                    continue;
+                }
+                if self.spread() {
+                    // This host's replica of rank `r` is gone; the rank goes on elsewhere, and
+                    // so do this host's other processes.
+                    sys::signal_group(pids[r], libc::SIGKILL);
                     continue;
                 }
                 // What a dead replica started would hold its output open and run on.

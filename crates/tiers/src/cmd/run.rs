@@ -27,9 +27,10 @@ pub struct RunArgs {
     /// The rendezvous port on the first host of `--hosts`.
     #[arg(long, default_value_t = 7470)]
     pub port: u16,
-    /// Replicas per rank: `-n N --replicas R` starts N·R processes (shm engine), replica
-    /// `TIERS_REPLICA` of logical rank `TIERS_RANK / R`; the job survives a replica's death as
-    /// long as every rank keeps one, and each rank's output is written once.
+    /// Replicas per rank: `-n N --replicas R` starts N·R processes (shm or tcp engine),
+    /// replica `TIERS_REPLICA` of logical rank `TIERS_RANK / R`; the job survives a replica's
+    /// death as long as every rank keeps one, and each rank's output is written once. With
+    /// `--hosts` of R hosts, host k runs replica k of every rank.
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
     /// Node-tier worker threads per rank (passed as TIERS_THREADS; pinning reserves cores).
