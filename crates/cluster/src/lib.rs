@@ -48,6 +48,7 @@ mod health;
 pub mod launch;
 pub mod mover;
 mod notify;
+pub mod output;
 mod passive;
 pub mod progress;
 mod queue;
@@ -67,6 +68,7 @@ pub use config::{
 pub use engine::{Engine, Transfer, TransportStats};
 pub use error::{Error, IoError, Mismatch, Rank, Result};
 pub use health::Health;
+pub use output::{Commit, RankFile};
 pub use progress::{Progress, ProgressStats};
 pub use queue::Queue;
 pub use segment::Segment;

@@ -162,6 +162,18 @@ pub fn shm_unlink(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the shared-memory object `name` exists.
+pub fn shm_exists(name: &str) -> bool {
+    let Ok(c) = cname(name) else { return false };
+    // SAFETY: a valid NUL-terminated name; the descriptor, if any, is closed at once.
+    let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY, 0) };
+    if fd >= 0 {
+        // SAFETY: fd was just opened here.
+        unsafe { libc::close(fd) };
+    }
+    fd >= 0
+}
+
 /// Whether process `pid` exists (a zombie counts as existing).
 pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {

@@ -112,3 +112,27 @@ fn bench_is_runs_tiers_and_its_limit_and_notes_a_missing_npb() {
     assert!(row("tiers") > 0.0 && row("limit") > 0.0, "{text}");
     assert!(text.contains("npb-mpi skipped: set TIERS_NPB_IS"), "{text}");
 }
+
+/// `--report FILE` writes the printed report to the file, on every engine; a report that
+/// cannot be written is refused before the work starts, naming the file.
+#[test]
+fn report_goes_to_a_file_too() {
+    let dir = std::env::temp_dir().join(format!("tiers-is-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, engine) in ["shm", "tcp"].iter().enumerate() {
+        let file = dir.join(format!("r{i}.txt"));
+        let f = file.to_str().unwrap();
+        let (code, out, err) = tiers(&[
+            "run", "--engine", engine, "-n", "2", "--", TIERS, "is", "--class", "S", "--report", f,
+        ]);
+        assert_verified(code, &out, &err, 2);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), out, "{engine}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(left.len(), 2, "temporary files left: {left:?}");
+    let (code, _, err) = tiers(&["is", "--report", "/nonexistent-dir/r.txt"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("/nonexistent-dir/"), "{err}");
+    assert!(!err.contains("VERIFICATION"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

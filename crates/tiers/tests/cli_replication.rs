@@ -17,16 +17,23 @@ fn stable(out: &str) -> String {
 }
 
 fn launch(replicas: usize, class: &str, env: &[(&str, &str)]) -> Child {
-    launch_on("shm", replicas, class, env)
+    launch_on("shm", replicas, class, env, &[])
 }
 
-/// [`launch`] on the engine `engine` (`shm` or `tcp`).
-fn launch_on(engine: &str, replicas: usize, class: &str, env: &[(&str, &str)]) -> Child {
+/// [`launch`] on the engine `engine` (`shm` or `tcp`), with more arguments for `tiers is`.
+fn launch_on(
+    engine: &str,
+    replicas: usize,
+    class: &str,
+    env: &[(&str, &str)],
+    more: &[&str],
+) -> Child {
     Command::new(TIERS)
         .args(["run", "--engine", engine])
         .args(["-n", "2", "--timeout", "120", "--replicas"])
         .arg(replicas.to_string())
         .args(["--", TIERS, "is", "--class", class])
+        .args(more)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -155,7 +162,13 @@ fn random_kills(engine: &str, runs: usize) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(runs);
     let want = reference("W");
-    let launch = |r, c, e| launch_on(engine, r, c, e);
+    // Every run also writes the report to a file (`--report`): it must come out whole and
+    // equal to the output, written by a replica of rank 0 that lived to commit it.
+    let dir = std::env::temp_dir().join(format!("tiers-kills-{engine}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory for the reports");
+    let file = dir.join("report.txt");
+    let file_arg = file.to_string_lossy().to_string();
+    let launch = |r, c, e| launch_on(engine, r, c, e, &["--report", &file_arg]);
     let mut rng = Rng::new();
     // How long a replicated run takes here, without a kill: the kills land between 15 % and
     // 60 % of it, while the ranks compute and exchange (a kill during the collective start-up
@@ -185,6 +198,9 @@ fn random_kills(engine: &str, runs: usize) {
             want,
             "run {i}: killing replica {k} of rank {rank}: {err}"
         );
+        let written = std::fs::read_to_string(&file).expect("the report file");
+        assert_eq!(stable(&written), want, "run {i}: the report file");
+        let _ = std::fs::remove_file(&file);
         if killed
             && err.contains(&format!(
                 "replica {k} of rank {rank} (pid {pid}) was killed"
@@ -193,6 +209,7 @@ fn random_kills(engine: &str, runs: usize) {
             hits += 1;
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
     // Most kills must land while the job runs, or the test proves nothing.
     assert!(
         hits >= runs / 2,
@@ -224,7 +241,7 @@ fn a_stopped_replica_is_skipped_on_the_tcp_engine() {
 fn stopped(engine: &str) {
     let want = reference("A");
     let t = Instant::now();
-    let child = launch_on(engine, 2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")]);
+    let child = launch_on(engine, 2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")], &[]);
     let procs = replicas(child.id(), 4);
     assert_eq!(procs.len(), 4, "{procs:?}");
     // Replica 0 of rank 1: the one rank 0 asks first. Stopped once it has worked a little,

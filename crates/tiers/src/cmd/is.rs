@@ -13,6 +13,10 @@ pub struct IsArgs {
     /// NPB class: S (2^16 keys), W (2^20), A (2^23), B (2^25) or C (2^27).
     #[arg(long, default_value = "S")]
     pub class: String,
+    /// Also write the report to this file: whole, once (in a replicated job, by the first
+    /// replica of rank 0 to finish; see `tiers_cluster::RankFile`).
+    #[arg(long)]
+    pub report: Option<std::path::PathBuf>,
     /// Corrupt this rank's sorted keys before the full verification (to see it fail).
     #[arg(long, hide = true)]
     pub corrupt_rank: Option<usize>,
@@ -21,6 +25,10 @@ pub struct IsArgs {
 /// Runs the command.
 pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
     let class = Class::parse(&a.class)?;
+    if let Some(p) = &a.report {
+        // Refuse an unwritable report before the work starts.
+        drop(tiers_cluster::RankFile::create(p)?);
+    }
     let opts = Options {
         corrupt_rank: a.corrupt_rank,
     };
@@ -41,7 +49,13 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         verified &= rep.verified();
         if r == 0 {
-            print_report(&rep);
+            let text = report_text(&rep);
+            print!("{text}");
+            if let Some(p) = &a.report {
+                let mut f = tiers_cluster::RankFile::create(p)?;
+                std::io::Write::write_all(&mut f, text.as_bytes())?;
+                f.commit()?;
+            }
         }
     }
     if !verified {
@@ -50,33 +64,39 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn print_report(r: &is::Report) {
+/// The report as NPB prints it.
+fn report_text(r: &is::Report) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
     let p = r.class.params();
-    println!();
-    println!(" NAS Parallel Benchmarks (tiers) -- IS Benchmark");
-    println!();
-    println!(
+    o.push('\n');
+    let _ = writeln!(o, " NAS Parallel Benchmarks (tiers) -- IS Benchmark");
+    o.push('\n');
+    let _ = writeln!(
+        o,
         " Size:  {}  (class {})",
         1u64 << p.total_keys_log2,
         r.class.letter()
     );
-    println!(" Iterations:   {}", is::ITERATIONS);
-    println!(" Total number of processes:  {}", r.ranks);
-    println!();
+    let _ = writeln!(o, " Iterations:   {}", is::ITERATIONS);
+    let _ = writeln!(o, " Total number of processes:  {}", r.ranks);
+    o.push('\n');
     // Six decimals where NPB prints two: class S takes milliseconds, which two would round
     // to zero (and the benchmark reads this line).
-    println!(" Time in seconds =  {:>24.6}", r.seconds);
-    println!(" Mop/s total     =  {:>24.2}", r.mops);
-    println!(" Operation type  =  {:>24}", "keys ranked");
-    println!(
+    let _ = writeln!(o, " Time in seconds =  {:>24.6}", r.seconds);
+    let _ = writeln!(o, " Mop/s total     =  {:>24.2}", r.mops);
+    let _ = writeln!(o, " Operation type  =  {:>24}", "keys ranked");
+    let _ = writeln!(
+        o,
         " Checks passed   =  {:>24}",
         format!("{} of {}", r.passed, r.needed)
     );
     if r.verified() {
-        println!(" Verification    =  {:>24}", "SUCCESSFUL");
-        println!(" VERIFICATION SUCCESSFUL");
+        let _ = writeln!(o, " Verification    =  {:>24}", "SUCCESSFUL");
+        let _ = writeln!(o, " VERIFICATION SUCCESSFUL");
     } else {
-        println!(" Verification    =  {:>24}", "UNSUCCESSFUL");
-        println!(" VERIFICATION FAILED");
+        let _ = writeln!(o, " Verification    =  {:>24}", "UNSUCCESSFUL");
+        let _ = writeln!(o, " VERIFICATION FAILED");
     }
+    o
 }

@@ -1,0 +1,223 @@
+//! Output files of a rank that may be replicated: whatever the replicas do, the file ends up
+//! written whole, with the bytes of one replica, and never torn.
+//!
+//! Every replica of a logical rank computes the same bytes (`twosided::Comm`'s replicated
+//! mode is deterministic), so each writes its own temporary file beside the target
+//! (`.NAME.tiers-PID.tmp`) and, once it is complete and synced, [`RankFile::commit`] renames
+//! it over the target, unless a sibling replica has already done so in this job: the first
+//! replica to commit leaves a claim (a shared-memory object named after the job and the
+//! target, removed with the job's other objects when the launcher ends), and a replica that
+//! finds the claim drops its own copy. A replica that dies while writing leaves only its
+//! temporary file, which the next commit of the same target on this host removes; the file
+//! itself is never half-written, because a rename is atomic. Two replicas that commit at the
+//! same instant may both rename: the target is then replaced by identical bytes, which no
+//! reader can tell apart.
+//!
+//! Without replicas (or outside a launcher) a commit is the usual temporary file renamed over
+//! the target, so a failed run leaves the previous file whole.
+//!
+//! ```no_run
+//! use std::io::Write;
+//! let mut f = tiers_cluster::RankFile::create("report.txt")?;
+//! writeln!(f, "result")?;
+//! f.commit()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use crate::config::{env, env_str, env_usize};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// What [`RankFile::commit`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// This process's bytes are the file's.
+    Written,
+    /// A sibling replica had already written the file in this job; this copy was dropped.
+    AlreadyWritten,
+}
+
+/// A file being written by (a replica of) a rank; see the [module](self) notes.
+#[derive(Debug)]
+pub struct RankFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<File>,
+}
+
+/// The name of this process's temporary file for `path`, and its prefix for any process.
+fn tmp_names(path: &Path) -> io::Result<(PathBuf, String)> {
+    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a file name", path.display()),
+        )
+    })?;
+    let prefix = format!(".{name}.tiers-");
+    let tmp = path.with_file_name(format!("{prefix}{}.tmp", std::process::id()));
+    Ok((tmp, prefix))
+}
+
+impl RankFile {
+    /// Starts writing `path` (its directory must exist and be writable).
+    ///
+    /// # Errors
+    ///
+    /// When `path` has no file name or the temporary file cannot be created.
+    pub fn create(path: impl AsRef<Path>) -> io::Result<RankFile> {
+        let path = path.as_ref().to_path_buf();
+        let (tmp, _) = tmp_names(&path)?;
+        let file = File::create(&tmp)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", tmp.display())))?;
+        Ok(RankFile {
+            path,
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    /// Finishes the file: syncs it and renames it over the target, unless a sibling replica
+    /// already did in this job.
+    ///
+    /// # Errors
+    ///
+    /// When the data cannot be synced or the rename fails (the temporary file is removed).
+    pub fn commit(mut self) -> io::Result<Commit> {
+        let file = self.file.take().expect("a RankFile is committed once");
+        file.sync_all()?;
+        drop(file);
+        sweep_dead_replicas(&self.path);
+        let claim = claim_name(&self.path);
+        if let Some(c) = &claim {
+            if crate::sys::shm_exists(c) {
+                let _ = std::fs::remove_file(&self.tmp);
+                return Ok(Commit::AlreadyWritten);
+            }
+        }
+        if let Err(e) = std::fs::rename(&self.tmp, &self.path) {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "renaming {} to {}: {e}",
+                    self.tmp.display(),
+                    self.path.display()
+                ),
+            ));
+        }
+        if let Some(c) = &claim {
+            // Later replicas of this job drop their copies; the launcher removes the claim.
+            let _ = crate::sys::Mapping::create(c, 1);
+        }
+        Ok(Commit::Written)
+    }
+}
+
+impl Write for RankFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.as_mut().expect("not committed").write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_mut().expect("not committed").flush()
+    }
+}
+
+impl Drop for RankFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The claim of `path` in this job, when this process is one of several replicas of a rank
+/// started by the launcher.
+fn claim_name(path: &Path) -> Option<String> {
+    let replicas = env_usize(env::REPLICAS).ok().flatten().unwrap_or(1);
+    let job = env_str(env::JOB)?;
+    if replicas <= 1 {
+        return None;
+    }
+    let rank = env_usize(env::RANK).ok().flatten()? / replicas;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    // FNV-1a of the absolute path and the logical rank: a name the shared-memory file system
+    // takes whatever the path's length or bytes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in abs
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .chain(&rank.to_le_bytes())
+    {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    Some(format!("/tiers-{job}-out-{h:016x}"))
+}
+
+/// Removes the temporary files of `path` left by replicas that died while writing it.
+fn sweep_dead_replicas(path: &Path) {
+    let Ok((_, prefix)) = tmp_names(path) else {
+        return;
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !crate::sys::pid_alive(pid) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_replaces_the_file_whole_and_an_abandoned_one_leaves_it() {
+        let dir = std::env::temp_dir().join(format!("tiers-rankfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.txt");
+        std::fs::write(&p, b"old").unwrap();
+        let mut f = RankFile::create(&p).unwrap();
+        f.write_all(b"new bytes").unwrap();
+        // Abandoned (a failed run): the old file stays, no temporary file is left.
+        let mut g = RankFile::create(dir.join("other.txt")).unwrap();
+        g.write_all(b"x").unwrap();
+        drop(g);
+        assert_eq!(f.commit().unwrap(), Commit::Written);
+        assert_eq!(std::fs::read(&p).unwrap(), b"new bytes");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("out.txt")]);
+        // A temporary file of a process that no longer exists is swept at the next commit.
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let stale = dir.join(format!(".out.txt.tiers-{dead}.tmp"));
+        std::fs::write(&stale, b"half").unwrap();
+        let mut f = RankFile::create(&p).unwrap();
+        f.write_all(b"again").unwrap();
+        f.commit().unwrap();
+        assert!(!stale.exists());
+        assert!(RankFile::create("/").is_err(), "a path without a file name");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
