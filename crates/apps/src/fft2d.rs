@@ -6,7 +6,7 @@
 //!
 //! Across ranks ([`Dist`]) each rank owns a contiguous block of rows, so the transpose is an
 //! all-to-all: rank r sends to rank d the columns d owns of every row r owns. The overlapped
-//! variant ([`Variant::Overlap`], seed 004's Fig. 6) splits the first pass into blocks of
+//! variant ([`Variant::Overlap`], [GPI-MCTP] Fig. 6) splits the first pass into blocks of
 //! rows and writes each finished block to its destinations with a notified write while the
 //! next block is transformed; [`Variant::Plain`] transforms every row first and then sends.
 //! A rank ends holding its rows of Xᵀ, i.e. its columns of X; [`Dist::gather`] assembles X
@@ -427,7 +427,7 @@ impl<'w> Dist<'w> {
 
     /// Collective: the 2-D FFT as [`Dist::transform`], the transpose done by `alltoallv`, an
     /// all-to-all of bytes the caller provides (MPI's own `MPI_Alltoallv` in `tiers fft2d
-    /// --variant mpi`: the message-passing peer seed 004 compares against). Every row is
+    /// --variant mpi`: the message-passing peer [GPI-MCTP] compares against). Every row is
     /// transformed first (as [`Variant::Plain`]), packed per destination in rank order, then
     /// `alltoallv(send, send_counts, recv, recv_counts)` must deliver `send_counts[d]` bytes
     /// to rank `d` and land `recv_counts[s]` bytes from rank `s` in `recv`, both packed in rank

@@ -5,7 +5,7 @@
 //! Across the ranks of a `World` ([`simulate`]) the particles are split into chunks of
 //! [`CHUNK`] and every rank owns a contiguous run of chunks. Each step every rank broadcasts
 //! its new positions with notified writes (into one of two alternating segments) and, in the
-//! overlapped variant ([`Variant::Overlap`], seed 004's Fig. 7), computes the forces of the
+//! overlapped variant ([`Variant::Overlap`], [GPI-MCTP] Fig. 7), computes the forces of the
 //! chunks already present — its own first — while the others arrive; [`Variant::Allgather`]
 //! waits for every chunk first, as a blocking allgather does.
 //!

@@ -90,7 +90,7 @@ pub enum Factor {
     PPerN,
     /// Node count.
     Nodes,
-    /// p², the second factor of seed 000's Fig. 10 (f = a₁p + a₂p²: overhead that grows with
+    /// p², the second factor of [Qiu2012]'s Fig. 10 (f = a₁p + a₂p²: overhead that grows with
     /// the square of the parallelism, as contention on one shared resource does).
     PSquared,
 }
@@ -379,7 +379,7 @@ mod tests {
         // Collinear factors are refused instead of giving nonsense.
         let one_size: Vec<Point> = analyse(&[run(1, 5, 1.0), run(2, 5, 0.6), run(3, 5, 0.4)]);
         assert!(fit(&one_size, &[Factor::P, Factor::PPerN]).is_none());
-        // Seed 000's Fig. 10: f = 0.01 p + 0.003 p² on one node.
+        // [Qiu2012]'s Fig. 10: f = 0.01 p + 0.003 p² on one node.
         let runs: Vec<Run> = (1..=8)
             .map(|p| {
                 let f = if p == 1 {

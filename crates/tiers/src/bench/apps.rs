@@ -599,7 +599,7 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
             );
         }
     }
-    report.note("tiers: the EM step's loops on the pool (loop style); tiers-messages: the same step by messages between the workers' ports (seed 000's CCR style), the same bits".to_string());
+    report.note("tiers: the EM step's loops on the pool (loop style); tiers-messages: the same step by messages between the workers' ports ([Qiu2012]'s CCR style), the same bits".to_string());
     Ok(report)
 }
 

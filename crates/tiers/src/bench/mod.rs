@@ -216,7 +216,7 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "redblack",
-        measures: "ms per RedBlack3D iteration (total, wait, comp) by variant (seed 002's Table 1): hand, mt1, mtp, mtp-olap, mtp-olap-xtra, irr, limit",
+        measures: "ms per RedBlack3D iteration (total, wait, comp) by variant ([Baden2001]'s Table 1): hand, mt1, mtp, mtp-olap, mtp-olap-xtra, irr, limit",
         peers: "the variants against each other; limit = computation alone",
         launch: Launch::Ranks,
         run: redblack::run,
@@ -272,7 +272,7 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "progress",
-        measures: "passes of the tcp engine's progress engine per alltoallv of 32 KiB per pair (`-- RANKS [BYTES]`), sender-driven (direct) against receiver-driven (pull), eager and lazy polling (seed 003's Table II); ready sockets, time in receives and sends and us per alltoallv beside",
+        measures: "passes of the tcp engine's progress engine per alltoallv of 32 KiB per pair (`-- RANKS [BYTES]`), sender-driven (direct) against receiver-driven (pull), eager and lazy polling ([Gabriel2010]'s Table II); ready sockets, time in receives and sends and us per alltoallv beside",
         peers: "direct writes against pulled reads, each under eager and lazy; limit = memcpy of one rank's share of an alltoallv",
         launch: Launch::StartsRanks,
         run: progress::run,

@@ -64,7 +64,7 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
     }
     r.note(format!(
         "engine {}; median of {ROUNDS} rounds (variants alternated), max over ranks; \
-         variants as seed 002's Table 1: hand and mt1 on 1 thread, mtp and mtp-olap on `threads`, \
+         variants as [Baden2001]'s Table 1: hand and mt1 on 1 thread, mtp and mtp-olap on `threads`, \
          mtp-olap-xtra and irr (2:1:...:1) on threads - 1 compute threads + the proxy; \
          limit has no exchange (not a correct answer across ranks); hand's halos: {}",
         w.engine_name(),

@@ -1,8 +1,8 @@
 //! `tiers fft2d`: a complex N×N 2-D FFT across the ranks of a job (`tiers run -n M`) and the
 //! threads of each rank, rows distributed by blocks, the transpose either overlapped with the
-//! first pass (`overlap`, seed 004's Fig. 6) or after it (`plain`), or by MPI's own
+//! first pass (`overlap`, [GPI-MCTP] Fig. 6) or after it (`plain`), or by MPI's own
 //! `MPI_Alltoallv` after it (`mpi`: under mpirun with the `mpi` feature, the message-passing
-//! peer seed 004 compares against). Input from a complex128
+//! peer [GPI-MCTP] compares against). Input from a complex128
 //! `.npy` or generated from a seed; the result to a complex128 `.npy` written by rank 0.
 
 use super::outputs::{self, Output};

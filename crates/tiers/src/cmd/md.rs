@@ -1,6 +1,6 @@
 //! `tiers md`: Lennard-Jones molecular dynamics (velocity Verlet, all-pairs forces) across the
 //! ranks of a job (`tiers run -n M`) and the threads of each rank, positions broadcast each
-//! step either overlapped with the force computation (`overlap`, seed 004's Fig. 7) or by a
+//! step either overlapped with the force computation (`overlap`, [GPI-MCTP] Fig. 7) or by a
 //! blocking allgather (`allgather`). Writes the final positions and velocities (`.npy`, N×3
 //! float64) and, on request, the energies of every step (`.csv`), from rank 0.
 

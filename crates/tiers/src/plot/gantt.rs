@@ -1,4 +1,4 @@
-//! The render schedule as a Gantt chart ([GPI-MCTP] Fig. 8, seed 004): one row per worker,
+//! The render schedule as a Gantt chart ([GPI-MCTP] Fig. 8): one row per worker,
 //! one bar per tile from when it started to when it was drawn, coloured by the tile's row of
 //! the image, so a static schedule shows each worker's contiguous band and a dynamic one the
 //! interleaved claims.

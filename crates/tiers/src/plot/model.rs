@@ -1,4 +1,4 @@
-//! The overhead model's figure ([Qiu2012] §4, seed 000): efficiency ε and overhead f against
+//! The overhead model's figure ([Qiu2012] §4): efficiency ε and overhead f against
 //! the inverse grain size p/N, and f against the parallelism p (the pattern), one series per
 //! application and size, each one-factor fit as a line labelled with its coefficient, and the
 //! two-factor fits' predictions as rings. The library computes every number; this draws them.

@@ -1,7 +1,7 @@
-//! A report whose rows split one time into parts (RedBlack3D's `total`, `wait`, `comp`, seed
-//! 002's Tables 2–3) drawn as seed 002 reads it: one group per implementation, its parts
-//! stacked (computation at the bottom, waiting on top), the total marked across the bar with
-//! its value written above, and the `limit` group's total dashed across the panel.
+//! A report whose rows split one time into parts (RedBlack3D's `total`, `wait`, `comp`,
+//! [Baden2001]'s Tables 2–3) drawn as [Baden2001] reads it: one group per implementation,
+//! its parts stacked (computation at the bottom, waiting on top), the total marked across the
+//! bar with its value written above, and the `limit` group's total dashed across the panel.
 //!
 //! The shape is recognised by its data, not by the benchmark's name: a name parameter whose
 //! values are `total` and at least one other part, with no numbers among them.

@@ -1,5 +1,5 @@
-//! `tiers bench lock`: a contended critical section that increments a shared integer (seed
-//! 004, Fig. 5), ns per operation (total time over all operations of all threads): the tiers
+//! `tiers bench lock`: a contended critical section that increments a shared integer (
+//! [GPI-MCTP], Fig. 5), ns per operation (total time over all operations of all threads): the tiers
 //! locks against std Mutex, parking_lot, the pthread mutex and OpenMP's critical. The `limit`
 //! row is the cache-line round trip between the first two processors in use: what one
 //! hand-over of the lock between them costs (a lock taken again by the same thread, as
