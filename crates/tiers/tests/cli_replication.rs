@@ -375,3 +375,42 @@ fn replicas_spread_over_two_hosts_survive_a_kill_on_either() {
         }
     }
 }
+
+/// `tiers bench replication` on the tcp engine: IS and the alltoallv loop, each with R = 1,
+/// R = 2 and one replica killed, and a limit row each; an unknown engine is refused.
+#[test]
+fn bench_replication_reports_is_and_the_alltoallv_loop() {
+    let o = Command::new(TIERS)
+        .args([
+            "bench",
+            "replication",
+            "S",
+            "--min-time",
+            "0.01",
+            "--json",
+            "--quiet",
+        ])
+        .args(["--", "2", "tcp"])
+        .output()
+        .expect("runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("a JSON report");
+    let rows = doc["results"].as_array().expect("results");
+    for class in ["S", "alltoallv"] {
+        for imp in ["tiers R=1", "tiers R=2", "tiers R=2, one killed", "limit"] {
+            let row = rows
+                .iter()
+                .find(|r| r["class"] == class && r["impl"] == imp)
+                .unwrap_or_else(|| panic!("no {class} {imp} row in {out}"));
+            assert!(row["value"].as_f64().is_some_and(|v| v > 0.0), "{row}");
+            assert_eq!(row["engine"], "tcp");
+        }
+    }
+    let o = Command::new(TIERS)
+        .args(["bench", "replication", "S", "--", "2", "mpi"])
+        .output()
+        .expect("runs");
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("shm or tcp"), "{}", text(&o).1);
+}

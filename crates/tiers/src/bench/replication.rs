@@ -8,6 +8,11 @@
 //!
 //! ENGINE is `shm` (default) or `tcp` (the replicas' messages over sockets).
 //!
+//! Beside IS, the same three rows for an alltoallv loop on `twosided::Comm`
+//! ([`ALLTOALLV_ITERS`] exchanges of [`ALLTOALLV_BYTES`] per pair, every block checked: the
+//! hidden `tiers bench replication-rank`), the pure communication case where the pull of
+//! replicated messages is all there is to measure.
+//!
 //! `limit`: as `tiers bench is`, ten iterations of three copies of one rank's keys at the
 //! memory bandwidth a `memcpy` of them reaches in this run.
 
@@ -17,6 +22,71 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tiers_apps::is::{Class, ITERATIONS};
 use tiers_bench::{compare, limit, progress, Candidate, Report};
+use tiers_cluster::{twosided::Comm, Op, SegId, Timeout};
+
+/// Bytes per pair of the alltoallv loop.
+pub const ALLTOALLV_BYTES: usize = 32 << 10;
+/// Exchanges of the alltoallv loop per run.
+pub const ALLTOALLV_ITERS: usize = 200;
+
+/// One rank (or replica) of the alltoallv loop (`tiers bench replication-rank -- [BYTES
+/// [ITERS]]` under `tiers run`): each iteration fills a block per peer with a pattern of
+/// (sender, receiver, iteration), exchanges them with `Comm::alltoallv` and checks every
+/// received byte; logical rank 0 prints the slowest rank's seconds and the verification as
+/// NPB's reports do, so that the benchmark reads both the same way.
+pub(super) fn rank_main(ctx: &Ctx<'_>) -> Outcome {
+    let arg = |i: usize, d: usize| -> Result<usize, String> {
+        ctx.args.get(i).map_or(Ok(d), |a| {
+            a.parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("tiers bench replication-rank: {a}: not a positive count"))
+        })
+    };
+    let (bytes, iters) = (arg(0, ALLTOALLV_BYTES)?, arg(1, ALLTOALLV_ITERS)?);
+    let w = tiers_cluster::init()?;
+    let patient = Timeout::After(Duration::from_secs(120));
+    let c = Comm::new(&w, SegId(9), patient)?;
+    let (me, n) = (c.rank(), c.size());
+    let counts = vec![bytes; n];
+    let total = bytes
+        .checked_mul(n)
+        .ok_or("tiers bench replication-rank: bytes x ranks overflows")?;
+    let (mut send, mut recv) = (vec![0u8; total], vec![0u8; total]);
+    let pattern = |from: usize, to: usize, it: usize, i: usize| {
+        (from.wrapping_mul(131) ^ to.wrapping_mul(31) ^ it.wrapping_mul(7) ^ i) as u8
+    };
+    c.barrier(patient)?;
+    let t0 = std::time::Instant::now();
+    for it in 0..iters {
+        for (to, block) in send.chunks_mut(bytes).enumerate() {
+            for (i, b) in block.iter_mut().enumerate() {
+                *b = pattern(me, to, it, i);
+            }
+        }
+        c.alltoallv(&send, &counts, &mut recv, &counts, patient)?;
+        for (from, block) in recv.chunks(bytes).enumerate() {
+            if let Some(i) = (0..bytes).find(|&i| block[i] != pattern(from, me, it, i)) {
+                return Err(format!(
+                    "alltoallv {it}: byte {i} from rank {from} is wrong at rank {me}"
+                )
+                .into());
+            }
+        }
+    }
+    let mut slowest = [0f64];
+    c.allreduce(
+        &[t0.elapsed().as_secs_f64()],
+        &mut slowest,
+        Op::Max,
+        patient,
+    )?;
+    if me == 0 {
+        println!(" Time in seconds = {:>24.6}", slowest[0]);
+        println!(" VERIFICATION SUCCESSFUL");
+    }
+    Ok(None)
+}
 
 /// The "Time in seconds" of an NPB-style report.
 fn seconds(out: &str) -> Option<f64> {
@@ -101,14 +171,14 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     let mut r = Report::new("replication", "s", true);
     {
         let fail = std::cell::RefCell::new(&mut failure);
-        let job = |replicas: usize| -> Vec<String> {
+        let job = |replicas: usize, program: &[&str]| -> Vec<String> {
             let mut a: Vec<String> = ["run", "--engine", engine, "-n"].map(String::from).to_vec();
             a.push(ranks.to_string());
             a.push("--replicas".into());
             a.push(replicas.to_string());
             a.push("--".into());
             a.push(exe.to_string_lossy().into());
-            a.extend(["is", "--class", &letter].map(String::from));
+            a.extend(program.iter().map(|s| s.to_string()));
             a
         };
         let run_one = |args: &[String], kill: bool, iters: u64| {
@@ -124,7 +194,10 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             }
             Duration::from_secs_f64(total)
         };
-        let (one, two) = (job(1), job(2));
+        let is = ["is", "--class", letter.as_str()];
+        let a2a = ["bench", "replication-rank", "--quiet"];
+        let (one, two) = (job(1, &is), job(2, &is));
+        let (a_one, a_two) = (job(1, &a2a), job(2, &a2a));
         let (run_one, letter) = (&run_one, &letter);
         let mut cands = vec![
             Candidate::new("tiers R=1", |iters| {
@@ -142,14 +215,41 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
                 );
                 run_one(&two, true, iters)
             }),
+            Candidate::new("alltoallv R=1", |iters| {
+                progress(&ctx.opts, "replication: alltoallv loop, R = 1".to_string());
+                run_one(&a_one, false, iters)
+            }),
+            Candidate::new("alltoallv R=2", |iters| {
+                progress(&ctx.opts, "replication: alltoallv loop, R = 2".to_string());
+                run_one(&a_two, false, iters)
+            }),
+            Candidate::new("alltoallv R=2, one killed", |iters| {
+                progress(
+                    &ctx.opts,
+                    "replication: alltoallv loop, R = 2, one replica killed".to_string(),
+                );
+                run_one(&a_two, true, iters)
+            }),
         ];
         let mut copy = limit::memcpy(rank_bytes);
         cands.push(Candidate::new(limit::IMPL, move |iters| {
             (copy.run)(iters * 3 * ITERATIONS as u64)
         }));
+        // The alltoallv loop's limit: each exchange copies a rank's whole receive buffer once.
+        let a2a_bytes = ALLTOALLV_BYTES * ranks;
+        let mut a2a_copy = limit::memcpy(a2a_bytes);
+        cands.push(Candidate::new("alltoallv limit", move |iters| {
+            (a2a_copy.run)(iters * ALLTOALLV_ITERS as u64)
+        }));
         let res = compare(ctx.opts.min_time, &mut cands);
         let params = [
             ("class", letter.as_str().into()),
+            ("ranks", ranks.into()),
+            ("engine", engine.into()),
+        ];
+        // The alltoallv rows stand apart by their "class".
+        let a2a_params = [
+            ("class", "alltoallv".into()),
             ("ranks", ranks.into()),
             ("engine", engine.into()),
         ];
@@ -163,6 +263,17 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
                         limit::memcpy_note()
                     ),
                 );
+            } else if c.name == "alltoallv limit" {
+                r.push_limit(
+                    &a2a_params,
+                    *median,
+                    format!(
+                        "{ALLTOALLV_ITERS} copies of one rank's receive buffer ({a2a_bytes} B): {}",
+                        limit::memcpy_note()
+                    ),
+                );
+            } else if let Some(rest) = c.name.strip_prefix("alltoallv ") {
+                r.push(&format!("tiers {rest}"), &a2a_params, *median);
             } else {
                 r.push(&c.name, &params, *median);
             }
@@ -171,6 +282,9 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     if let Some(e) = failure {
         return Err(e.into());
     }
+    r.note(format!(
+        "alltoallv rows: {ALLTOALLV_ITERS} exchanges of {ALLTOALLV_BYTES} B per pair on twosided::Comm, every block checked, the slowest rank's seconds"
+    ));
     r.note(
         "the kill lands 0.25 s after the launch (or not at all when the job has ended): for small classes that may be before or after the timed iterations",
     );
