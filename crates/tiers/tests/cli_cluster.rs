@@ -381,3 +381,69 @@ fn tcp_runs_one_launcher_per_host() {
     );
     assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
 }
+
+/// SIGINT and SIGQUIT to the launcher end the job as interrupted: exit code 128 + the signal,
+/// a message that says so (not "after a failure"), and none of the job's shared-memory
+/// objects left behind.
+#[test]
+fn run_interrupted_by_a_signal_says_so_and_leaves_nothing() {
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGQUIT, "SIGQUIT")] {
+        let child = Command::new(env!("CARGO_BIN_EXE_tiers"))
+            .args(["run", "-n", "2", "--", "sleep", "30"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("tiers run starts");
+        let prefix = format!("tiers-{}x", child.id());
+        let ours = || -> Vec<String> {
+            std::fs::read_dir("/dev/shm")
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .filter(|n| n.starts_with(&prefix))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let t = Instant::now();
+        while ours().is_empty() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the job never started"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: kill has no memory effects; the pid is the launcher this test started.
+        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        let out = child.wait_with_output().expect("the launcher ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + sig), "{name}: {err}");
+        assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+        assert!(!err.contains("after a failure"), "{err}");
+        assert!(ours().is_empty(), "{name}: objects left: {:?}", ours());
+    }
+}
+
+/// `--prefix` writes a line longer than its bound in pieces, each with the prefix, instead of
+/// holding it whole; no byte is lost.
+#[test]
+fn prefix_bounds_a_long_line() {
+    let (code, out, err) = tiers(&[
+        "run",
+        "-n",
+        "1",
+        "--prefix",
+        "--",
+        "sh",
+        "-c",
+        "head -c 200000 /dev/zero | tr '\\0' a; echo",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 4, "{} lines", lines.len());
+    assert!(lines.iter().all(|l| l.starts_with("[0] ")));
+    assert!(lines.iter().all(|l| l.len() <= 64 * 1024 + 4));
+    let total: usize = lines.iter().map(|l| l[4..].matches('a').count()).sum();
+    assert_eq!(total, 200_000);
+}
