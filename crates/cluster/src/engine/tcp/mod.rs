@@ -163,6 +163,10 @@ pub struct TcpEngine {
     calls: Mutex<Calls>,
     stats: Stats,
     left: AtomicBool,
+    /// How long a wait polls the sockets without blocking before it sleeps in `epoll_wait`:
+    /// [`config::SPIN`] when every rank of this host has a core of its own (an answer often
+    /// comes within microseconds, and a wake-up from `epoll_wait` costs tens), else zero.
+    spin: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -257,6 +261,11 @@ impl TcpEngine {
             calls: Mutex::new(Calls::default()),
             stats: Stats::default(),
             left: AtomicBool::new(false),
+            spin: if local_size <= config::job_cpus() {
+                config::SPIN
+            } else {
+                Duration::ZERO
+            },
         })
     }
 
@@ -426,6 +435,7 @@ impl TcpEngine {
         mut ready: impl FnMut(&Self) -> Result<Option<T>>,
     ) -> Result<T> {
         let mut polled = false;
+        let spin_until = Instant::now() + self.spin;
         loop {
             match ready(self) {
                 Ok(Some(v)) => return Ok(v),
@@ -441,6 +451,9 @@ impl TcpEngine {
                 }
             }
             match deadline.slice(PASS_SLICE) {
+                Some(_) if !self.spin.is_zero() && Instant::now() < spin_until => {
+                    self.poll(Duration::ZERO);
+                }
                 Some(d) => {
                     self.poll(d);
                 }
