@@ -67,18 +67,17 @@ impl Link {
         Ok(())
     }
 
-    /// Sends `h` with the payload `len` bytes at `payload` (raw memory: a segment's, or a
-    /// buffer of the caller's). Returns the counted-frame number when the frame is counted.
+    /// Sends the frames `(header, payload, payload length)` in order, in one system call when
+    /// the socket takes them (a write and its notification go out together). Returns the
+    /// count of counted frames sent on this link so far.
     ///
     /// # Safety
     ///
-    /// `payload..payload + len` must be readable for the duration of the call; `h.len` must
-    /// be `len`.
+    /// Every payload must be readable for its length for the duration of the call; each
+    /// header's `len` must be its payload's length.
     pub(super) unsafe fn send(
         &mut self,
-        h: &Header,
-        payload: *const u8,
-        len: usize,
+        frames: &[(Header, *const u8, usize)],
         sent_bytes: &mut u64,
     ) -> Sent {
         if self.broken {
@@ -87,14 +86,24 @@ impl Link {
         let Some(s) = self.stream.as_ref() else {
             return Sent::Broken;
         };
-        debug_assert_eq!(h.len as usize, len);
-        if h.kind.counted() {
-            self.counted += 1;
+        let heads: Vec<[u8; HEADER]> = frames
+            .iter()
+            .map(|(h, _, len)| {
+                debug_assert_eq!(h.len as usize, *len);
+                if h.kind.counted() {
+                    self.counted += 1;
+                }
+                h.encode()
+            })
+            .collect();
+        let mut parts: Vec<(*const u8, usize)> = Vec::with_capacity(2 * frames.len());
+        for (h, (_, p, len)) in heads.iter().zip(frames) {
+            parts.push((h.as_ptr(), HEADER));
+            parts.push((*p, *len));
         }
-        let hdr = h.encode();
         let mut done = 0;
         if self.backlog() == 0 {
-            match poll::writev_raw(s, &[(hdr.as_ptr(), HEADER), (payload, len)]) {
+            match poll::writev_raw(s, &parts) {
                 Ok(n) => done = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -106,24 +115,21 @@ impl Link {
         }
         *sent_bytes += done as u64;
         // Keep what the socket did not take.
-        if done < HEADER {
-            self.pending.extend_from_slice(&hdr[done..]);
-            done = HEADER;
-        }
-        let rest = HEADER + len - done;
-        if rest > 0 {
+        for &(p, len) in &parts {
+            if done >= len {
+                done -= len;
+                continue;
+            }
+            let rest = len - done;
             let at = self.pending.len();
             self.pending.reserve(rest);
-            // SAFETY: the caller guarantees the payload is readable; `reserve` made room for
-            // `rest` bytes past `at`, which `set_len` then covers.
+            // SAFETY: the caller guarantees the piece is readable for `len` bytes; `reserve`
+            // made room for `rest` bytes past `at`, which `set_len` then covers.
             unsafe {
-                copy_raw(
-                    payload.add(done - HEADER),
-                    self.pending.as_mut_ptr().add(at),
-                    rest,
-                );
+                copy_raw(p.add(done), self.pending.as_mut_ptr().add(at), rest);
                 self.pending.set_len(at + rest);
             }
+            done = 0;
         }
         if self.backlog() > 0 {
             self.flush(sent_bytes);

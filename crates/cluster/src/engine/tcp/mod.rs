@@ -19,7 +19,7 @@
 //!   are complete when posted, reads when answered. Writes and notifications are acknowledged
 //!   by their target once applied, and a rank's collectives wait for those acknowledgements
 //!   first (a fence), so what was written before a barrier is in place after it, as on the
-//!   shared-memory engines.
+//!   shared-memory engines. Acknowledgements are sent only when a fence asks for them.
 //! - **Collectives** go through rank 0 (`root`), which checks that every rank made the same
 //!   call and folds reductions in rank order.
 //! - **Failures.** A connection that ends without the peer's goodbye marks the peer failed;
@@ -154,6 +154,8 @@ pub struct TcpEngine {
     links: Vec<Mutex<Link>>,
     /// Per peer: counted frames the peer acknowledged.
     acked: Vec<AtomicU64>,
+    /// Per peer: counted frames an acknowledgement was asked for.
+    asked: Vec<AtomicU64>,
     /// Per peer: passive messages this rank may still send it.
     credits: Vec<AtomicUsize>,
     health: Vec<AtomicU32>,
@@ -253,6 +255,7 @@ impl TcpEngine {
             listener,
             links: (0..size).map(|_| Mutex::new(Link::default())).collect(),
             acked: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            asked: (0..size).map(|_| AtomicU64::new(0)).collect(),
             credits: (0..size).map(|_| AtomicUsize::new(PASSIVE_SLOTS)).collect(),
             health: (0..size).map(|_| AtomicU32::new(H_OK)).collect(),
             state: Mutex::new(state),
@@ -329,6 +332,12 @@ impl TcpEngine {
     /// Sends a frame to `p`, connecting first if this is the first; returns the link's count
     /// of counted frames.
     fn send(&self, p: Rank, h: &Header, payload: *const u8, len: usize) -> Result<u64> {
+        self.send_frames(p, &[(*h, payload, len)])
+    }
+
+    /// Sends frames `(header, payload, length)` to `p` in order, together (one system call
+    /// when the socket takes them all); the headers' lengths are set here.
+    fn send_frames(&self, p: Rank, frames: &[(Header, *const u8, usize)]) -> Result<u64> {
         let t0 = Instant::now();
         let mut l = lock(&self.links[p]);
         if !l.connected()
@@ -345,14 +354,21 @@ impl TcpEngine {
             l.broken = true;
         }
         let mut bytes = 0;
-        let mut h = *h;
-        h.len = len as u64;
-        // SAFETY: the callers pass a payload readable for `len` bytes (a checked range of a
-        // live segment, or a buffer of theirs).
-        let sent = unsafe { l.send(&h, payload, len, &mut bytes) };
+        let frames: Vec<(Header, *const u8, usize)> = frames
+            .iter()
+            .map(|&(mut h, ptr, len)| {
+                h.len = len as u64;
+                (h, ptr, len)
+            })
+            .collect();
+        // SAFETY: the callers pass payloads readable for their lengths (checked ranges of
+        // live segments, or buffers of theirs).
+        let sent = unsafe { l.send(&frames, &mut bytes) };
         drop(l);
         self.stats.bytes_out.fetch_add(bytes, Ordering::Relaxed);
-        self.stats.frames_out.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .frames_out
+            .fetch_add(frames.len() as u64, Ordering::Relaxed);
         self.stats.send_ns.fetch_add(ns(t0), Ordering::Relaxed);
         match sent {
             Sent::Ok(n) => Ok(n),
@@ -738,13 +754,19 @@ impl TcpEngine {
     /// after it (a queue's wait only promises local completion).
     fn fence(&self, deadline: Deadline) -> Result<()> {
         self.wait_until(deadline, |e| {
+            let mut done = true;
             for p in (0..e.size).filter(|&p| p != e.rank) {
                 let sent = lock(&e.links[p]).counted;
-                if sent > e.acked[p].load(Ordering::Acquire) && e.gone_code(p) == H_OK {
-                    return Ok(None);
+                if sent <= e.acked[p].load(Ordering::Acquire) || e.gone_code(p) != H_OK {
+                    continue;
+                }
+                done = false;
+                // Ask once for what was sent so far (frames sent later need another ask).
+                if e.asked[p].fetch_max(sent, Ordering::AcqRel) < sent {
+                    let _ = e.send(p, &Header::new(Kind::AckReq), std::ptr::null(), 0);
                 }
             }
-            Ok(Some(()))
+            Ok(done.then_some(()))
         })
     }
 
@@ -980,9 +1002,20 @@ impl Engine for TcpEngine {
     }
 
     fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
-        // One connection per peer keeps the order: the notification is applied after the data.
-        self.write(queue, t)?;
-        self.notify(queue, t.remote.rank, t.remote.seg.0, id, value)
+        let r = t.remote.rank;
+        if r == self.rank {
+            self.write(queue, t)?;
+            return self.notify(queue, r, t.remote.seg.0, id, value);
+        }
+        // One connection per peer keeps the order: the notification is applied after the
+        // data. Both frames leave in one system call.
+        let (src, _keep) = self.check_transfer(t)?;
+        let mut put = Header::new(Kind::Put);
+        (put.seg, put.a) = (t.remote.seg.0, t.remote.offset as u64);
+        let mut note = Header::new(Kind::Notify);
+        (note.seg, note.a, note.b) = (t.remote.seg.0, id as u64, u64::from(value));
+        self.send_frames(r, &[(put, src, t.len), (note, std::ptr::null(), 0)])
+            .map(drop)
     }
 
     fn wait(&self, queue: usize, timeout: Timeout) -> Result<()> {

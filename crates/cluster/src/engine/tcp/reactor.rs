@@ -48,9 +48,8 @@ struct Conn {
     lo: usize,
     hi: usize,
     cur: Option<Cur>,
-    /// Counted frames applied, and the count last acknowledged.
+    /// Counted frames applied (what an [`Kind::AckReq`] is answered with).
     applied: u64,
-    acked: u64,
 }
 
 /// What reading a connection ended with.
@@ -152,7 +151,6 @@ impl Reactor {
                 hi: 0,
                 cur: None,
                 applied: 0,
-                acked: 0,
             });
             // Bytes that arrived before the registration are read now.
             self.serve(e, i, frames, bytes);
@@ -165,12 +163,6 @@ impl Reactor {
             return;
         };
         let end = c.read(e, frames, bytes);
-        if let Some(p) = c.peer {
-            if c.applied > c.acked {
-                c.acked = c.applied;
-                e.send_ack(p, c.applied);
-            }
-        }
         if let Read::Closed = end {
             let c = self.conns[i].take().expect("present");
             e.epoll.remove(&c.stream);
@@ -342,6 +334,9 @@ impl Conn {
             Kind::CollResult => e.coll_result(h.a, Outcome::from_status(h.b, h.c, h.d, payload)),
             Kind::Gone => e.mark_gone(h.a as usize, h.b == 0),
             Kind::Bye => e.mark_gone(p, true),
+            // Every counted frame sent before the request has been applied: the stream is in
+            // order.
+            Kind::AckReq => e.send_ack(p, self.applied),
         }
     }
 }

@@ -10,8 +10,9 @@ pub(super) const HEADER: usize = 48;
 /// allocate; transfers are limited by segment sizes long before).
 pub(super) const MAX_PAYLOAD: u64 = 1 << 40;
 
-/// What a frame asks for. Frames marked *counted* are acknowledged by [`Kind::Ack`]: a queue's
-/// wait completes when every counted frame it posted has been applied at its target.
+/// What a frame asks for. Frames marked *counted* are acknowledged by [`Kind::Ack`] when the
+/// sender asks ([`Kind::AckReq`]): a fence completes when every counted frame sent before it
+/// has been applied at its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub(super) enum Kind {
@@ -46,6 +47,9 @@ pub(super) enum Kind {
     Gone = 14,
     /// The sender leaves normally; its connection closes after this.
     Bye = 15,
+    /// Acknowledge, with an [`Kind::Ack`], every counted frame of mine applied so far (a
+    /// fence waits for it; acknowledgements are only sent when asked).
+    AckReq = 16,
 }
 
 impl Kind {
@@ -67,6 +71,7 @@ impl Kind {
             13 => CollResult,
             14 => Gone,
             15 => Bye,
+            16 => AckReq,
             _ => return None,
         })
     }
