@@ -54,6 +54,10 @@ pub mod env {
     /// The address a `tcp` rank listens on (default `127.0.0.1`; the host's address on the
     /// job's network when ranks span hosts).
     pub const TCP_BIND: &str = "TIERS_TCP_BIND";
+    /// Microseconds a `tcp` rank's wait polls its sockets without blocking before it sleeps
+    /// in `epoll_wait` (default [`SPIN`](crate::config) = 50 when every rank of the host has
+    /// a core; 0 never spins).
+    pub const TCP_SPIN_US: &str = "TIERS_TCP_SPIN_US";
     /// This process's replica index, `0..R` (set with [`REPLICAS`]).
     pub const REPLICA: &str = "TIERS_REPLICA";
     /// Milliseconds a replicated receiver waits for one replica of a sender before it marks it

@@ -264,10 +264,10 @@ impl TcpEngine {
             calls: Mutex::new(Calls::default()),
             stats: Stats::default(),
             left: AtomicBool::new(false),
-            spin: if local_size <= config::job_cpus() {
-                config::SPIN
-            } else {
-                Duration::ZERO
+            spin: match config::env_usize(env::TCP_SPIN_US).ok().flatten() {
+                Some(us) => Duration::from_micros(us as u64),
+                None if local_size <= config::job_cpus() => config::SPIN,
+                None => Duration::ZERO,
             },
         })
     }
