@@ -398,7 +398,13 @@ fn bench_replication_reports_is_and_the_alltoallv_loop() {
     let doc: serde_json::Value = serde_json::from_str(&out).expect("a JSON report");
     let rows = doc["results"].as_array().expect("results");
     for class in ["S", "alltoallv"] {
-        for imp in ["tiers R=1", "tiers R=2", "tiers R=2, one killed", "limit"] {
+        for imp in [
+            "tiers R=1",
+            "tiers R=2",
+            "tiers R=2, one killed",
+            "tiers R=2, one stopped",
+            "limit",
+        ] {
             let row = rows
                 .iter()
                 .find(|r| r["class"] == class && r["impl"] == imp)

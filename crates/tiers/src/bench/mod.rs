@@ -265,7 +265,7 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "replication",
-        measures: "seconds of NPB IS's 10 timed iterations and of an alltoallv loop (200 x 32 KiB per pair) with 1 and 2 replicas per rank and with one replica killed (`tiers bench replication W -- 1 [tcp]`, shm or tcp engine)",
+        measures: "seconds of NPB IS's 10 timed iterations and of an alltoallv loop (200 x 32 KiB per pair) with 1 and 2 replicas per rank, with one replica killed and with one stopped (`tiers bench replication W -- 1 [tcp]`, shm or tcp engine)",
         peers: "the same job unreplicated (R = 1); limit = 3 copies of a rank's keys per iteration at memcpy bandwidth",
         launch: Launch::StartsRanks,
         run: replication::run,

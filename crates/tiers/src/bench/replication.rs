@@ -1,6 +1,8 @@
 //! `tiers bench replication [CLASS] [-- RANKS [ENGINE]]`: NPB IS (`tiers is`) on RANKS logical ranks
 //! unreplicated, with 2 replicas per rank (`tiers run --replicas 2`), and with 2 replicas of
 //! which one (replica 1 of rank 0) is killed with SIGKILL a quarter of a second into the run,
+//! and with one (replica 0 of rank 1, the one its peers ask first; with one rank, replica 1 of
+//! rank 0) stopped with SIGSTOP then, so that its peers find it out by the replica timeout,
 //! alternated run by run. Each value is the time IS's report gives for its ten timed
 //! iterations, the median over runs; the ratio of the replicated rows to the unreplicated one
 //! is the overhead of replication on this machine (on fewer cores than processes it is mostly
@@ -112,20 +114,26 @@ fn rank_pid(launcher: u32, rank: usize) -> Option<i32> {
     })
 }
 
-/// Runs `tiers run` with `args` and returns IS's time; with `kill`, kills process 1 (replica 1
-/// of rank 0) a quarter of a second in. A failed or unverified run is an error.
-fn timed(exe: &std::path::Path, args: &[String], kill: bool) -> Result<f64, String> {
+/// Runs `tiers run` with `args` and returns IS's time; with `fault = Some((process, signal))`,
+/// sends `signal` to that process of the job a quarter of a second in (a stopped one is ended
+/// by the launcher once every rank has a finished replica). A failed or unverified run is an
+/// error.
+fn timed(
+    exe: &std::path::Path,
+    args: &[String],
+    fault: Option<(usize, i32)>,
+) -> Result<f64, String> {
     let child = Command::new(exe)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("tiers run: {e}"))?;
-    if kill {
+    if let Some((process, signal)) = fault {
         std::thread::sleep(Duration::from_millis(250));
-        if let Some(pid) = rank_pid(child.id(), 1) {
+        if let Some(pid) = rank_pid(child.id(), process) {
             // SAFETY: kill has no memory effects; the pid is a rank of the job just started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::kill(pid, signal) };
         }
     }
     let out = child
@@ -181,10 +189,10 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             a.extend(program.iter().map(|s| s.to_string()));
             a
         };
-        let run_one = |args: &[String], kill: bool, iters: u64| {
+        let run_one = |args: &[String], fault: Option<(usize, i32)>, iters: u64| {
             let mut total = 0.0;
             for _ in 0..iters {
-                match timed(&exe, args, kill) {
+                match timed(&exe, args, fault) {
                     Ok(s) => total += s,
                     Err(e) => {
                         fail.borrow_mut().get_or_insert(e);
@@ -199,36 +207,54 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
         let (one, two) = (job(1, &is), job(2, &is));
         let (a_one, a_two) = (job(1, &a2a), job(2, &a2a));
         let (run_one, letter) = (&run_one, &letter);
+        // Process 1 is replica 1 of rank 0; process 2 replica 0 of rank 1, the replica its
+        // peers ask first.
+        let kill = Some((1, libc::SIGKILL));
+        let stop = Some((if ranks > 1 { 2 } else { 1 }, libc::SIGSTOP));
         let mut cands = vec![
             Candidate::new("tiers R=1", |iters| {
                 progress(&ctx.opts, format!("replication: IS {letter}, R = 1"));
-                run_one(&one, false, iters)
+                run_one(&one, None, iters)
             }),
             Candidate::new("tiers R=2", |iters| {
                 progress(&ctx.opts, format!("replication: IS {letter}, R = 2"));
-                run_one(&two, false, iters)
+                run_one(&two, None, iters)
             }),
             Candidate::new("tiers R=2, one killed", |iters| {
                 progress(
                     &ctx.opts,
                     format!("replication: IS {letter}, R = 2, one replica killed"),
                 );
-                run_one(&two, true, iters)
+                run_one(&two, kill, iters)
+            }),
+            Candidate::new("tiers R=2, one stopped", |iters| {
+                progress(
+                    &ctx.opts,
+                    format!("replication: IS {letter}, R = 2, one replica stopped"),
+                );
+                run_one(&two, stop, iters)
             }),
             Candidate::new("alltoallv R=1", |iters| {
                 progress(&ctx.opts, "replication: alltoallv loop, R = 1".to_string());
-                run_one(&a_one, false, iters)
+                run_one(&a_one, None, iters)
             }),
             Candidate::new("alltoallv R=2", |iters| {
                 progress(&ctx.opts, "replication: alltoallv loop, R = 2".to_string());
-                run_one(&a_two, false, iters)
+                run_one(&a_two, None, iters)
             }),
             Candidate::new("alltoallv R=2, one killed", |iters| {
                 progress(
                     &ctx.opts,
                     "replication: alltoallv loop, R = 2, one replica killed".to_string(),
                 );
-                run_one(&a_two, true, iters)
+                run_one(&a_two, kill, iters)
+            }),
+            Candidate::new("alltoallv R=2, one stopped", |iters| {
+                progress(
+                    &ctx.opts,
+                    "replication: alltoallv loop, R = 2, one replica stopped".to_string(),
+                );
+                run_one(&a_two, stop, iters)
             }),
         ];
         let mut copy = limit::memcpy(rank_bytes);
