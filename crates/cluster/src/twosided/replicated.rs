@@ -29,8 +29,9 @@
 //!   with [`Error::Setup`] naming the lag: that replica is lost (its rank goes on with the
 //!   others) rather than given wrong data.
 //! - **Leaving.** Dropping the `Comm` tells every process it is done and goes on answering
-//!   requests until every other process is done or gone, or none has asked anything for one
-//!   timeout (a stopped replica does not hold it longer).
+//!   requests until every other process is done or gone, or none has asked anything for two
+//!   timeouts (a stopped replica does not hold it longer; one timeout is what a receiver may
+//!   spend on a replica that died unnoticed before it asks this one).
 //! - **Collectives** (barrier, allreduce, alltoall, alltoallv) are built on these sends and
 //!   receives by logical rank, folding in rank order, so every replica of every rank computes
 //!   the same bytes. After `Err(Timeout)` a replicated collective cannot be resumed.
@@ -643,7 +644,9 @@ impl Replicas {
             let finished = (0..c.size)
                 .filter(|&p| p != c.me)
                 .all(|p| st.done[p] || st.health[p] == ReplicaState::Dead);
-            if finished || st.last_request.elapsed() >= self.timeout {
+            // Idle for two replica timeouts, not one: a receiver that waited one timeout on a
+            // replica that had died unnoticed asks this one next, and must find it here.
+            if finished || st.last_request.elapsed() >= 2 * self.timeout {
                 return;
             }
             drop(st);
