@@ -66,6 +66,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tiers_node::Backoff;
 
 /// Who drives the transfers of a world's queues (see the [module documentation](self)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -296,7 +297,14 @@ impl Shared {
     /// needs them, otherwise sleep until a request is handed over.
     fn serve(&self, spin: Duration) {
         let polls = self.engine.needs_progress();
-        let mut nap = FIRST_NAP;
+        // On a core of its own the thread watches for work a little before it sleeps (a
+        // hand-over then costs no wake-up); its naps are the polled ones while MPI needs it.
+        let schedule = Backoff::new()
+            .spin_limit(0)
+            .spin_for(spin)
+            .yield_limit(0)
+            .with_sleep(FIRST_NAP, MAX_NAP);
+        let mut backoff = schedule.clone();
         loop {
             let t0 = Instant::now();
             let found = self.round();
@@ -305,27 +313,23 @@ impl Shared {
             }
             self.counters.count(t0, found);
             if found {
-                nap = FIRST_NAP;
+                backoff = schedule.clone();
                 continue;
             }
             if self.stop.load(Ordering::Acquire) && !self.has_work() {
                 return;
             }
-            // On a core of its own the thread watches for work a little before it sleeps:
-            // a hand-over then costs no wake-up.
-            let t1 = Instant::now();
-            while !spin.is_zero() && t1.elapsed() < spin && !self.has_work() {
-                std::hint::spin_loop();
-            }
+            let mut watch = schedule.clone();
+            while watch.busy() && !self.has_work() {}
             if self.has_work() {
                 continue;
             }
             let g = lock(&self.bell);
             self.sleeping.store(true, Ordering::SeqCst);
             if !self.has_work() && !self.stop.load(Ordering::Acquire) {
+                let nap = backoff.nap();
                 let d = if polls { nap } else { HEALTH_SLICE };
                 let _ = self.ring.wait_timeout(g, d);
-                nap = (nap * 2).min(MAX_NAP);
             }
             self.sleeping.store(false, Ordering::SeqCst);
         }
@@ -413,7 +417,9 @@ impl Proxy {
     pub(crate) fn drain(&self, q: usize, timeout: Timeout) -> Result<()> {
         let s = &self.shared;
         let deadline = timeout.deadline();
-        let mut spins = 0u32;
+        // The proxy is performing this queue's current request: let it finish (it may share
+        // this core, so the wait turns to yields, never to naps).
+        let mut backoff = Backoff::new().never_sleep();
         while s.pending[q].load(Ordering::Acquire) != 0 {
             if s.run_one(q, false) {
                 continue;
@@ -421,14 +427,7 @@ impl Proxy {
             if deadline.expired() {
                 return Err(Error::Timeout);
             }
-            // The proxy is performing this queue's current request: let it finish (it may
-            // share this core).
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            backoff.snooze();
         }
         match lock(&s.errors[q]).take() {
             Some(e) => Err(e),

@@ -75,6 +75,7 @@ use crate::{Notification, SegId, NOTIFICATIONS};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
+use tiers_node::Backoff;
 
 /// Bytes of a slot header.
 const HEADER: usize = 32;
@@ -500,7 +501,7 @@ impl<'w> Comm<'w> {
             // naps; the caller checks the ranks it needs.
             Err(Error::PeerFailed(_)) => {
                 if let Timeout::After(d) = t {
-                    std::thread::sleep(d.min(Duration::from_millis(1)));
+                    std::thread::sleep(d.min(Backoff::SLEEP_MAX));
                 }
                 Ok(())
             }

@@ -14,6 +14,7 @@ use tiers_cluster::{Health, Op, Timeout};
 /// pointers and sizes it can see before it dereferences anything.
 macro_rules! api {
     ($(fn $name:ident / $p:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`, as the GASPI specification defines it (`include/GASPI.h`).")]
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> gaspi_return_t {
             #[allow(unused_unsafe)]
@@ -24,6 +25,7 @@ macro_rules! api {
                 Err(e) => e,
             }
         }
+        #[doc = concat!("`", stringify!($p), "`: the profiling name of `", stringify!($name), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $p($($a: $t),*) -> gaspi_return_t {
             // SAFETY: the same contract: the profiling name forwards its arguments unchanged.

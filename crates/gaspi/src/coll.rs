@@ -17,6 +17,7 @@ use std::sync::MutexGuard;
 use tiers_cluster::QUEUES;
 
 impl Ctx {
+    /// Group `g`'s slot, locked; `GASPI_ERR_INV_GROUP` for an id out of range or with no group.
     pub fn group(&self, g: gaspi_group_t) -> R<MutexGuard<'_, GroupSlot>> {
         let slot = self
             .groups

@@ -26,6 +26,7 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tiers_cluster::{Error, Health, SegId, Timeout, Transfer, World, QUEUES};
 
+/// A result whose error is a GASPI return code.
 pub type R<T> = std::result::Result<T, i32>;
 
 const NSEG: usize = 256;
@@ -63,6 +64,7 @@ pub fn code(e: &Error) -> i32 {
     }
 }
 
+/// [`code`], taking the error by value (for `map_err`).
 pub fn err(e: Error) -> i32 {
     code(&e)
 }
@@ -70,7 +72,11 @@ pub fn err(e: Error) -> i32 {
 /// Polls `cond` until it holds or `timeout` runs out: spins, then yields, then sleeps.
 pub fn poll(timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
     let start = Instant::now();
-    let mut i = 0u32;
+    // A GASPI program polls for latency first: spin for the cluster tier's spin time, then
+    // yield, then nap (the naps never longer than the timeout allows: a nap is at most 1 ms).
+    let mut backoff = tiers_node::Backoff::new()
+        .spin_limit(0)
+        .spin_for(tiers_node::Backoff::SPIN_TIME);
     loop {
         if cond()? {
             return Ok(());
@@ -80,14 +86,7 @@ pub fn poll(timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()
         {
             return Err(GASPI_TIMEOUT);
         }
-        i = i.saturating_add(1);
-        if i < 200 {
-            std::hint::spin_loop();
-        } else if i < 2000 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
+        backoff.snooze();
     }
 }
 
@@ -109,36 +108,55 @@ pub struct Seg {
 /// Where a segment lies at some rank.
 #[derive(Clone, Copy, Debug)]
 pub struct Remote {
+    /// Heap offset of the data at that rank.
     pub data: usize,
+    /// Bytes of the data.
     pub size: usize,
+    /// Heap offset of the notification words at that rank.
     pub notif: usize,
 }
 
+/// A GASPI group: its members (ranks, ascending) and whether it has been committed.
 pub struct Group {
+    /// The member ranks, ascending.
     pub members: Vec<usize>,
+    /// `gaspi_group_commit` has succeeded: collectives may use the group.
     pub committed: bool,
 }
 
 /// A group id's slot: the group, and the counts that survive its deletion (so that a new
 /// group on the same id never mistakes old arrivals for new ones).
 pub struct GroupSlot {
+    /// The group on this id, if one exists.
     pub group: Option<Group>,
+    /// A barrier of this group timed out and must be resumed before a new one starts.
     pub bar_pending: bool,
+    /// The barrier count expected next from each member.
     pub bexp: Vec<u64>,
+    /// A reduction of this group timed out: its element count, to resume it.
     pub red_pending: Option<usize>,
+    /// The reduction count expected next from each member.
     pub rexp: Vec<u64>,
+    /// Reductions of this group completed by this rank.
     pub rdone: u64,
 }
 
+/// Where the runtime's own tables lie in the heap, in this order, before the segments' arena.
 pub struct Layout {
+    /// The segment directory: a 32-byte entry per (rank, segment id).
     pub dir: usize,
+    /// The barrier counters: a word per (group, rank).
     pub bar: usize,
+    /// The reduction counters: a word per (group, rank).
     pub rcnt: usize,
+    /// The reduction slots: two (alternating) per (group, rank).
     pub slots: usize,
+    /// The first byte of the arena that segments are allocated from.
     pub arena: usize,
 }
 
 impl Layout {
+    /// The layout for `n` ranks.
     pub fn new(n: usize) -> Layout {
         let dir = PAGE;
         let bar = align(dir + n * NSEG * 32, 64);
@@ -155,22 +173,39 @@ impl Layout {
     }
 }
 
+/// The GASPI process: the cluster-tier world and the state GASPI adds to it, created by
+/// `gaspi_proc_init` and dropped by `gaspi_proc_term`.
 pub struct Ctx {
+    /// The cluster-tier world this process is a rank of.
     pub w: World,
+    /// This process's rank.
     pub rank: usize,
+    /// The number of ranks.
     pub n: usize,
+    /// The heap mapping (tiers segment 0) in this process.
     pub base: *mut u8,
+    /// Bytes of the heap.
     pub heap_len: usize,
+    /// Where the runtime's tables lie in the heap.
     pub lay: Layout,
+    /// The configuration the process was started with.
     pub cfg: gaspi_config_t,
+    /// The world runs on the shared-memory engine (every rank's heap is mapped here).
     pub mem_engine: bool,
+    /// The local segments, by GASPI segment id.
     pub segs: RwLock<Vec<Option<Seg>>>,
     free: Mutex<Vec<(usize, usize)>>,
+    /// Requests posted on each queue and not yet waited for (for `GASPI_QUEUE_FULL`).
     pub posted: Vec<AtomicUsize>,
+    /// Which queues exist (`gaspi_queue_create`/`delete`).
     pub queue_exists: Vec<AtomicBool>,
+    /// The groups, by id.
     pub groups: Vec<Mutex<GroupSlot>>,
+    /// When the process started (`gaspi_time_get` counts from here).
     pub start: Instant,
+    /// Set at termination: the passive-communication thread ends.
     pub stop: AtomicBool,
+    /// Passive send and receive.
     pub passive: crate::passive::Passive,
 }
 
@@ -181,8 +216,10 @@ unsafe impl Send for Ctx {}
 unsafe impl Sync for Ctx {}
 
 static CTX: AtomicPtr<Ctx> = AtomicPtr::new(std::ptr::null_mut());
+/// The configuration `gaspi_config_set` left for the next `gaspi_proc_init`.
 pub static CONFIG: Mutex<Option<gaspi_config_t>> = Mutex::new(None);
 
+/// The configuration in force: the one set, else the default.
 pub fn config() -> gaspi_config_t {
     CONFIG
         .lock()
@@ -200,6 +237,7 @@ pub fn ctx() -> R<&'static Ctx> {
     Ok(unsafe { &*p })
 }
 
+/// Whether `gaspi_proc_init` has run (and `gaspi_proc_term` not yet).
 pub fn initialized() -> bool {
     !CTX.load(Ordering::Acquire).is_null()
 }
@@ -349,19 +387,24 @@ impl Ctx {
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
 
+    /// Heap offset of the directory entry of `rank`'s segment `seg`.
     pub fn dir(&self, rank: usize, seg: usize) -> usize {
         self.lay.dir + (rank * NSEG + seg) * 32
     }
+    /// Heap offset of `rank`'s barrier counter in group `g`.
     pub fn bar(&self, g: usize, rank: usize) -> usize {
         self.lay.bar + (g * self.n + rank) * 8
     }
+    /// Heap offset of `rank`'s reduction counter in group `g`.
     pub fn rcnt(&self, g: usize, rank: usize) -> usize {
         self.lay.rcnt + (g * self.n + rank) * 8
     }
+    /// Heap offset of `rank`'s reduction slot `parity` (0 or 1) in group `g`.
     pub fn slot(&self, g: usize, parity: usize, rank: usize) -> usize {
         self.lay.slots + ((g * 2 + parity) * self.n + rank) * REDUCE_SLOT
     }
 
+    /// `rank` as an index, or `GASPI_ERR_INV_RANK`.
     pub fn check_rank(&self, rank: gaspi_rank_t) -> R<usize> {
         let r = rank as usize;
         if r >= self.n {
@@ -370,6 +413,7 @@ impl Ctx {
         Ok(r)
     }
 
+    /// The local segment `id`, or `GASPI_ERR_INV_SEG`.
     pub fn seg(&self, id: gaspi_segment_id_t) -> R<Seg> {
         self.segs.read().unwrap_or_else(|e| e.into_inner())[id as usize].ok_or(GASPI_ERR_INV_SEG)
     }
@@ -621,6 +665,7 @@ impl Ctx {
         Ok(())
     }
 
+    /// Gives back `k` of queue `q`'s places taken by a reservation that was not posted.
     pub fn unreserve(&self, q: usize, k: usize) {
         self.posted[q].fetch_sub(k, Ordering::Relaxed);
     }
@@ -722,6 +767,7 @@ impl Ctx {
         })
     }
 
+    /// Rank `r`'s health (failed when the world cannot say).
     pub fn health(&self, r: usize) -> Health {
         self.w.health(r).unwrap_or(Health::Failed)
     }

@@ -6,6 +6,7 @@
 //! `tiers gaspi run` (a `gaspi_run`-compatible launcher). How GASPI's objects map onto the
 //! cluster tier is described in [`ctx`].
 #![allow(clippy::missing_safety_doc)]
+#![deny(missing_docs)]
 
 mod api;
 mod coll;

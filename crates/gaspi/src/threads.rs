@@ -50,14 +50,9 @@ fn cores() -> Option<i32> {
 /// Waits for the generation to move past `gen`: spins briefly, then yields (the threads may
 /// outnumber the cores).
 fn wait_past(gen: u32) {
-    let mut i = 0u32;
+    let mut backoff = tiers_node::Backoff::new().never_sleep();
     while GENERATION.load(Ordering::Acquire) == gen {
-        i = i.saturating_add(1);
-        if i < 256 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+        backoff.snooze();
     }
 }
 

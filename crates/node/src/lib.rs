@@ -62,5 +62,5 @@ pub use pool::{current_worker, partition, Pool, PoolBuilder, PoolError, Schedule
 pub use private::PerWorker;
 pub use queue::{Full, Inbox, InboxSender};
 pub use timer::Ticks;
-pub use topology::Topology;
+pub use topology::{HwlocError, Topology};
 pub use wait::{Backoff, WaitPolicy};

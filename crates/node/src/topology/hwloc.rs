@@ -4,7 +4,7 @@
 //! processor number, cores in order of their first hardware thread, packages numbered densely,
 //! caches sorted by level, kind and processors.
 
-use super::{Cache, Core, Cpu, NumaNode, Simd, Topology};
+use super::{Cache, Core, Cpu, HwlocError, NumaNode, Simd, Topology};
 use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::types::{CacheType, ObjectType};
 use hwlocality::object::TopologyObject;
@@ -20,8 +20,8 @@ fn cpus_of(o: &TopologyObject) -> Vec<usize> {
 }
 
 /// The topology as hwloc sees it.
-pub(super) fn read() -> Result<Topology, String> {
-    let err = |e: hwlocality::errors::RawHwlocError| format!("hwloc: {e}");
+pub(super) fn read() -> Result<Topology, HwlocError> {
+    let err = |e: hwlocality::errors::RawHwlocError| HwlocError::Library(e.to_string());
     // hwloc leaves instruction caches out by default; /sys lists them, so keep them.
     let topo = hwlocality::Topology::builder()
         .with_cpu_icache_type_filter(TypeFilter::KeepAll)
@@ -45,7 +45,7 @@ pub(super) fn read() -> Result<Topology, String> {
         .filter_map(|pu| Some((pu.os_index()?, pu)))
         .collect();
     if pus.is_empty() {
-        return Err("hwloc: no processing units".into());
+        return Err(HwlocError::NoProcessors);
     }
     pus.sort_by_key(|&(id, _)| id);
     let mut cores: Vec<Core> = Vec::new();

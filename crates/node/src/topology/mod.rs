@@ -89,6 +89,26 @@ pub struct Topology {
     pub affinity: Vec<usize>,
 }
 
+/// Why hwloc could not describe the machine ([`Topology::detect_hwloc`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HwlocError {
+    /// The hwloc library failed (building or loading the topology), with its message.
+    Library(String),
+    /// hwloc's topology lists no processing unit with an operating-system index.
+    NoProcessors,
+}
+
+impl std::fmt::Display for HwlocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HwlocError::Library(m) => write!(f, "hwloc: {m}"),
+            HwlocError::NoProcessors => write!(f, "hwloc: the topology has no processing units"),
+        }
+    }
+}
+
+impl std::error::Error for HwlocError {}
+
 impl Topology {
     /// Detects the machine now (reads `/sys` every time).
     pub fn detect() -> Topology {
@@ -100,8 +120,11 @@ impl Topology {
 
     /// Detects the machine through hwloc (the `hwloc` feature): the same description as
     /// [`Topology::detect`], with `source` set to `hwloc`.
+    ///
+    /// # Errors
+    /// [`HwlocError`] when hwloc cannot load the machine's topology or finds no processor.
     #[cfg(feature = "hwloc")]
-    pub fn detect_hwloc() -> Result<Topology, String> {
+    pub fn detect_hwloc() -> Result<Topology, HwlocError> {
         let mut t = hwloc::read()?;
         t.affinity =
             crate::affinity::get().unwrap_or_else(|_| t.cpus.iter().map(|c| c.id).collect());

@@ -15,7 +15,7 @@ pub struct TopoArgs {
 
 #[cfg(feature = "hwloc")]
 fn hwloc() -> Result<tiers_node::Topology, String> {
-    tiers_node::Topology::detect_hwloc()
+    tiers_node::Topology::detect_hwloc().map_err(|e| e.to_string())
 }
 
 #[cfg(not(feature = "hwloc"))]
