@@ -38,6 +38,10 @@ pub mod env {
     /// `0`: the `mpi` engine sends everything through MPI, even between ranks of one host
     /// (default: ranks of one host share memory).
     pub const MPI_HOST_LOCAL: &str = "TIERS_MPI_HOST_LOCAL";
+    /// `K`: the `mpi` engine splits the ranks of each machine into hosts of `K` consecutive
+    /// ranks (shared memory inside each, MPI between them), emulating several hosts on one
+    /// machine (default: one host per machine).
+    pub const MPI_RANKS_PER_HOST: &str = "TIERS_MPI_RANKS_PER_HOST";
     /// The progress policy of every world of the process: `eager` (default), `lazy` or
     /// `proxy` (see [`Progress`](crate::Progress)).
     pub const PROGRESS: &str = "TIERS_PROGRESS";

@@ -1,8 +1,10 @@
 //! The suite on the `mpi` engine (feature `mpi`). Every behaviour of [`common::suite!`] is a
 //! test of its own (`mpi::<behaviour>`), checked under `mpirun -n 2` and `-n 4`, once
-//! multi-tier (ranks of this host share memory) and once with every rank talking through MPI.
+//! multi-tier (ranks of this host share memory) and once with every rank talking through MPI,
+//! and under `mpirun -n 4` as two emulated hosts of two ranks (`TIERS_MPI_RANKS_PER_HOST=2`:
+//! the hierarchical collectives, shared memory inside a host and MPI between hosts).
 //!
-//! Starting MPI costs a few tenths of a second per job, so the four jobs are started once (with
+//! Starting MPI costs a few tenths of a second per job, so the five jobs are started once (with
 //! the threaded jobs beside them), by whichever of these tests runs first: every rank plays every behaviour in order in one world
 //! and records each one's outcome in a file of its own; each test then reads its behaviour's
 //! outcome at every rank of every job. A rank whose behaviour fails records the failure and
@@ -149,27 +151,29 @@ fn run_scenario(
 struct SuiteJob {
     n: usize,
     host_local: bool,
+    /// Hosts of this many ranks emulated on this machine (`TIERS_MPI_RANKS_PER_HOST`).
+    per_host: Option<usize>,
     success: bool,
     /// Per rank: behaviour name → `None` (passed) or `Some(message)` (failed).
     outcomes: Vec<HashMap<String, Option<String>>>,
 }
 
 impl SuiteJob {
-    fn run(mpirun: &Path, n: usize, host_local: bool) -> SuiteJob {
+    fn run(mpirun: &Path, n: usize, host_local: bool, per_host: Option<usize>) -> SuiteJob {
         let dir = std::env::temp_dir().join(format!(
-            "tiers-mpi-suite-{}-{n}-{}",
+            "tiers-mpi-suite-{}-{n}-{}-{}",
             std::process::id(),
-            u8::from(host_local)
+            u8::from(host_local),
+            per_host.unwrap_or(0)
         ));
+        let per = per_host.map(|k| k.to_string());
+        let mut env = vec![(RESULTS, dir.to_str().expect("a UTF-8 temporary directory"))];
+        if let Some(k) = &per {
+            env.push(("TIERS_MPI_RANKS_PER_HOST", k));
+        }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("results directory");
-        let success = run_scenario(
-            mpirun,
-            n,
-            host_local,
-            "suite",
-            &[(RESULTS, dir.to_str().expect("a UTF-8 temporary directory"))],
-        );
+        let success = run_scenario(mpirun, n, host_local, "suite", &env);
         let outcomes = (0..n)
             .map(|r| {
                 std::fs::read_to_string(dir.join(r.to_string()))
@@ -189,6 +193,7 @@ impl SuiteJob {
         SuiteJob {
             n,
             host_local,
+            per_host,
             success,
             outcomes,
         }
@@ -196,7 +201,10 @@ impl SuiteJob {
 
     /// Panics unless `behaviour` passed at every rank.
     fn check(&self, behaviour: &str) {
-        let job = format!("{} ranks, host_local {}", self.n, self.host_local);
+        let job = match self.per_host {
+            Some(k) => format!("{} ranks, hosts of {k} emulated", self.n),
+            None => format!("{} ranks, host_local {}", self.n, self.host_local),
+        };
         let failed = self.failures(behaviour);
         if !failed.is_empty() {
             panic!("{job}: {}", failed.join("; "));
@@ -256,9 +264,12 @@ fn jobs() -> Option<&'static Jobs> {
             let mut suite = Vec::new();
             for n in [2, 4] {
                 for host_local in [true, false] {
-                    suite.push(SuiteJob::run(&m, n, host_local));
+                    suite.push(SuiteJob::run(&m, n, host_local, None));
                 }
             }
+            // Two hosts of two ranks on this machine: the hierarchical paths (shared memory
+            // inside a host, MPI between the hosts' leaders).
+            suite.push(SuiteJob::run(&m, 4, true, Some(2)));
             Some(Jobs {
                 suite,
                 threads: threads.join().expect("threaded jobs"),

@@ -682,6 +682,81 @@ impl<B: Backing> MemEngine<B> {
             yields.snooze();
         }
     }
+
+    /// An allreduce checked against `call`, the word of the collective it is a step of (the
+    /// `mpi` engine's hierarchical collectives pass the caller's call, so that ranks of a host
+    /// that called different collectives are told so even where the steps look alike).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn allreduce_as(
+        &self,
+        call: u64,
+        input: &[u8],
+        output: &mut [u8],
+        ty: DataType,
+        op: Op,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let es = ty.size();
+        let per = REDUCE_CHUNK / es * es;
+        let chunks = input.len().div_ceil(per);
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        let resume = self.check(&c, call)?;
+        if !resume {
+            c.calls += 1;
+        }
+        // The same choice at every rank: it depends on the length and the world only.
+        if input.len() <= FAST_REDUCE_MAX && self.size <= FAST_REDUCE_RANKS {
+            let r = self.allreduce_line(&mut c, call, input, output, ty, op, timeout);
+            if c.busy() {
+                c.pending = Some(call);
+            } else if c.pending.is_some() {
+                c.pending = None;
+            }
+            return r;
+        }
+        if !resume {
+            self.announce(&c, call);
+        }
+        let start = c.reduce_next.take().unwrap_or(0);
+        for k in start..chunks {
+            let lo = k * per;
+            let hi = (lo + per).min(input.len());
+            let parity = (c.reduce_seq % 2) as usize;
+            if c.barrier_pending.is_none() {
+                let slot = self.ctl.rank(self.rank).reduce[parity].get() as *mut u8;
+                // SAFETY: the slot is this rank's; no other rank reads this parity until the
+                // barrier below, and every reader of its previous use has passed the barrier of
+                // the chunk in between (double buffering).
+                unsafe { std::ptr::copy_nonoverlapping(input[lo..].as_ptr(), slot, hi - lo) };
+            }
+            if let Err(e) = self.arrive(&mut c, call, timeout) {
+                // A mismatch is found at the first chunk, whose barrier completed: nothing
+                // is left to resume.
+                if !matches!(e, Error::CollectiveMismatch(_)) {
+                    c.reduce_next = Some(k);
+                }
+                c.pending = c.busy().then_some(call);
+                return Err(e);
+            }
+            let slots = (0..self.size).map(|r| {
+                let slot = self.ctl.rank(r).reduce[parity].get() as *const u8;
+                // SAFETY: rank r filled its slot before arriving at the barrier we passed, and
+                // will not touch this parity again before we arrive at the next barrier.
+                unsafe { std::slice::from_raw_parts(slot, hi - lo) }
+            });
+            fold_in_order(ty, op, &mut output[lo..hi], slots);
+            c.reduce_seq += 1;
+        }
+        c.pending = None;
+        Ok(())
+    }
+
+    /// A barrier checked against `call` (see [`MemEngine::allreduce_as`]).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn barrier_for(&self, call: u64, timeout: Timeout) -> Result<()> {
+        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+        self.barrier_as(&mut c, call, timeout)
+    }
 }
 
 impl<B: Backing> Engine for MemEngine<B> {
@@ -913,61 +988,9 @@ impl<B: Backing> Engine for MemEngine<B> {
         op: Op,
         timeout: Timeout,
     ) -> Result<()> {
-        let es = ty.size();
-        let per = REDUCE_CHUNK / es * es;
-        let chunks = input.len().div_ceil(per);
         // Element sizes are powers of two: a shift, not a division, on the fast path.
-        let call = Collective::allreduce_word(input.len() >> es.trailing_zeros(), ty, op);
-        let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-        let resume = self.check(&c, call)?;
-        if !resume {
-            c.calls += 1;
-        }
-        // The same choice at every rank: it depends on the length and the world only.
-        if input.len() <= FAST_REDUCE_MAX && self.size <= FAST_REDUCE_RANKS {
-            let r = self.allreduce_line(&mut c, call, input, output, ty, op, timeout);
-            if c.busy() {
-                c.pending = Some(call);
-            } else if c.pending.is_some() {
-                c.pending = None;
-            }
-            return r;
-        }
-        if !resume {
-            self.announce(&c, call);
-        }
-        let start = c.reduce_next.take().unwrap_or(0);
-        for k in start..chunks {
-            let lo = k * per;
-            let hi = (lo + per).min(input.len());
-            let parity = (c.reduce_seq % 2) as usize;
-            if c.barrier_pending.is_none() {
-                let slot = self.ctl.rank(self.rank).reduce[parity].get() as *mut u8;
-                // SAFETY: the slot is this rank's; no other rank reads this parity until the
-                // barrier below, and every reader of its previous use has passed the barrier of
-                // the chunk in between (double buffering).
-                unsafe { std::ptr::copy_nonoverlapping(input[lo..].as_ptr(), slot, hi - lo) };
-            }
-            if let Err(e) = self.arrive(&mut c, call, timeout) {
-                // A mismatch is found at the first chunk, whose barrier completed: nothing
-                // is left to resume.
-                if !matches!(e, Error::CollectiveMismatch(_)) {
-                    c.reduce_next = Some(k);
-                }
-                c.pending = c.busy().then_some(call);
-                return Err(e);
-            }
-            let slots = (0..self.size).map(|r| {
-                let slot = self.ctl.rank(r).reduce[parity].get() as *const u8;
-                // SAFETY: rank r filled its slot before arriving at the barrier we passed, and
-                // will not touch this parity again before we arrive at the next barrier.
-                unsafe { std::slice::from_raw_parts(slot, hi - lo) }
-            });
-            fold_in_order(ty, op, &mut output[lo..hi], slots);
-            c.reduce_seq += 1;
-        }
-        c.pending = None;
-        Ok(())
+        let call = Collective::allreduce_word(input.len() >> ty.size().trailing_zeros(), ty, op);
+        self.allreduce_as(call, input, output, ty, op, timeout)
     }
 
     fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {

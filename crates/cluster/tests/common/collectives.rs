@@ -221,10 +221,9 @@ pub fn allreduce_refuses_mismatched_lengths(w: &World) {
 /// Long enough for any machine, short enough that a hang fails the test instead of the job.
 const LONG: Timeout = Timeout::After(std::time::Duration::from_secs(30));
 
-/// Whether this world checks that collectives agree: every engine does, except the mpi
-/// engine's collectives between hosts (`TIERS_MPI_HOST_LOCAL=0`, or several hosts).
+/// Whether this world has collectives to disagree on (every engine checks them).
 fn checks_collectives(w: &World) -> bool {
-    w.size() > 1 && !(w.engine_name() == "mpi" && w.local_size() < w.size())
+    w.size() > 1
 }
 
 /// The error rank 0 (which called `zero`) and every other rank (which called `other`) expect.

@@ -234,7 +234,7 @@ impl<'a> Requests<'a> {
         self.mpi.check(buf.len(), src)?;
         // SAFETY: buf is borrowed mutably for 'a, beyond the exchange, which waits for the
         // request; nobody else can read or write it meanwhile.
-        let r = unsafe { raw::irecv(buf.as_mut_ptr(), buf.len(), src, tag, self.mpi.comm)? };
+        let r = unsafe { raw::irecv(buf.as_mut_ptr(), buf.len(), src, Some(tag), self.mpi.comm)? };
         self.reqs.push(r);
         Ok(())
     }

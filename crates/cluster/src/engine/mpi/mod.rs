@@ -15,10 +15,14 @@
 //!   ordering: the notification is never visible before the data);
 //! - atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap` plus a flush;
 //! - barrier and allreduce are hierarchical: host-local in shared memory, then among one
-//!   leader per host (a dissemination barrier of `MPI_Isend`/`MPI_Irecv`, measured faster
-//!   than `MPI_Ibarrier`; `MPI_Iallreduce`), then host-local again. Float sums are added in
-//!   rank order on every rank after an allgather of all inputs (Bruck's algorithm over
-//!   point-to-point messages when small, `MPI_Iallgather` when large);
+//!   leader per host (Bruck's allgather of point-to-point messages, a dissemination barrier
+//!   when there is no data, measured faster than `MPI_Ibarrier`; `MPI_Iallreduce` for large
+//!   inputs), then host-local again. Every message among the leaders carries what its sender
+//!   knows of the calls made, and the last host-local step hands it to every rank, so ranks
+//!   that called different collectives, or the same with other arguments, all get
+//!   `CollectiveMismatch` (see `coll.rs`). Float sums are added in rank order on every rank
+//!   after an allgather of all inputs (Bruck's algorithm when small, `MPI_Iallgather` when
+//!   large);
 //! - passive messages to other hosts are `MPI_Isend`s matched with `MPI_Improbe`.
 //!
 //! Every wait drives non-blocking MPI calls with tests, so timeouts are real, and sleeps
@@ -65,12 +69,17 @@ pub struct MpiConfig {
     /// Ranks on one host use shared memory among themselves (the default); off, every rank
     /// talks to every other through MPI.
     pub host_local: bool,
+    /// Splits the ranks of each machine into "hosts" of this many consecutive ranks (shared
+    /// memory inside each, MPI between them): several hosts emulated on one machine, to run
+    /// the hierarchical paths where there is no cluster. `None`: one host per machine.
+    pub ranks_per_host: Option<usize>,
 }
 
 impl MpiConfig {
     /// From the environment: `TIERS_MPI_THREADS=funneled|multiple` (default: multiple when
     /// `TIERS_THREADS` asks for more than one worker per rank, otherwise funneled) and
-    /// `TIERS_MPI_HOST_LOCAL=0` to send everything through MPI.
+    /// `TIERS_MPI_HOST_LOCAL=0` to send everything through MPI, `TIERS_MPI_RANKS_PER_HOST=K`
+    /// to emulate hosts of K ranks (a positive number; anything else is ignored).
     pub fn from_env() -> MpiConfig {
         let threading = match config::env_str(env::MPI_THREADS).as_deref() {
             Some("multiple") => Threading::Multiple,
@@ -81,9 +90,13 @@ impl MpiConfig {
             _ => Threading::Funneled,
         };
         let host_local = config::env_str(env::MPI_HOST_LOCAL).as_deref() != Some("0");
+        let ranks_per_host = config::env_str(env::MPI_RANKS_PER_HOST)
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&k| k > 0);
         MpiConfig {
             threading,
             host_local,
+            ranks_per_host,
         }
     }
 }
@@ -105,17 +118,22 @@ pub fn collective_algorithm(e: &dyn Engine, barrier: bool) -> &'static str {
     match (e.local_size() == e.size(), e.local_size() == 1, barrier) {
         (true, _, true) => "shared-memory barrier (one host)",
         (true, _, false) => "shared-memory allreduce (one host)",
-        (_, true, true) => "dissemination barrier of MPI_Isend/MPI_Irecv + MPI_Test",
+        (_, true, true) => {
+            "dissemination barrier carrying the calls (Bruck, MPI_Isend/MPI_Improbe + MPI_Test)"
+        }
         (_, true, false) => {
-            "f64 sum: allgather (Bruck, MPI_Isend/MPI_Irecv), added in rank order"
+            "f64 sum: allgather carrying the calls (Bruck, MPI_Isend/MPI_Improbe), added in \
+             rank order"
         }
         (_, _, true) => {
-            "hierarchical: shm barrier, dissemination barrier of host leaders (MPI_Isend/MPI_Irecv), shm barrier"
+            "hierarchical: shm barrier, host leaders' dissemination barrier carrying the calls \
+             (MPI_Isend/MPI_Improbe), shm broadcast of the calls"
         }
         (_, _, false) => {
-            "f64 sum: rank-indexed inputs gathered by shm, then among host leaders (Bruck, \
-             MPI_Isend/MPI_Irecv), then by shm, added in rank order (other types and ops: shm \
-             allreduce, host leaders' Bruck allgather or MPI_Iallreduce, shm broadcast)"
+            "f64 sum: rank-indexed inputs gathered by shm, then among host leaders (Bruck \
+             carrying the calls, MPI_Isend/MPI_Improbe), then by shm, added in rank order \
+             (other types and ops: shm allreduce, host leaders' Bruck allgather or agreement + \
+             MPI_Iallreduce, shm broadcast)"
         }
     }
 }
@@ -222,8 +240,12 @@ pub struct MpiEngine {
     local_index: Vec<Option<usize>>,
     /// Number of hosts.
     hosts: usize,
-    /// Host leaders (host-local index 0), when there are several hosts.
-    leaders: Option<Comm>,
+    /// Host leaders (host-local index 0), when there are several hosts: the group of the
+    /// collectives' exchanges (`algo::Exchange`) and of `MPI_Iallreduce`.
+    leader_group: Option<algo::Group>,
+    /// Every rank, on a communicator of its own, for the float sums' gathers (an exchange
+    /// receives any tag: no other point-to-point traffic may share its communicator).
+    gather: algo::Group,
     segs: RwLock<Vec<Slot>>,
     queues: Vec<Mutex<QState>>,
     coll: Mutex<Coll>,
@@ -255,7 +277,15 @@ impl MpiEngine {
         let comm = raw::dup(raw::world())?;
         let (rank, size) = raw::rank_size(comm);
         let host_comm = if cfg.host_local {
-            raw::split_shared(comm)?
+            let machine = raw::split_shared(comm)?;
+            match cfg.ranks_per_host {
+                Some(k) => {
+                    let (i, _) = raw::rank_size(machine);
+                    raw::split(machine, Some((i / k) as i32), i as i32)?
+                        .expect("a colour was given")
+                }
+                None => machine,
+            }
         } else {
             raw::split(comm, Some(rank as i32), 0)?.expect("a colour was given")
         };
@@ -276,6 +306,24 @@ impl MpiEngine {
             .count();
         let leaders = raw::split(comm, (hidx == 0).then_some(0), rank as i32)?;
         let leaders = if hosts > 1 { leaders } else { None };
+        let leader_group = leaders.map(|comm| {
+            let (me, n) = raw::rank_size(comm);
+            algo::Group { comm, me, n }
+        });
+        let gather = algo::Group {
+            comm: raw::dup(comm)?,
+            me: rank,
+            n: size,
+        };
+        // The exchanges carry the calls in their tags.
+        let ub = raw::tag_ub();
+        if hosts > 1 && ub < algo::TAG_BITS_NEEDED {
+            return Err(Error::Setup(format!(
+                "mpi engine: this MPI's largest tag (MPI_TAG_UB) is {ub}; the collectives \
+                 between hosts need {}",
+                algo::TAG_BITS_NEEDED
+            )));
+        }
 
         // The host's control block: created by the leader, named after its pid.
         let leader_pid = raw::allgather_u64(sys::getpid() as u64, host_comm, setup)?[0] as u32;
@@ -352,7 +400,8 @@ impl MpiEngine {
             members,
             local_index,
             hosts,
-            leaders,
+            leader_group,
+            gather,
             segs: RwLock::new((0..MAX_SEGMENTS).map(|_| Slot::Empty).collect()),
             queues: (0..QUEUES).map(|_| Mutex::new(QState::default())).collect(),
             coll: Mutex::new(Coll::new()),
@@ -390,8 +439,11 @@ impl MpiEngine {
         r
     }
 
-    /// `segment_create` between hosts (resumable).
+    /// `segment_create` between hosts (resumable): the host-local creation, the agreement on
+    /// the call (undoing the host's creation when some rank called something else), the
+    /// allgather of the sizes, the window.
     fn segment_create_hosts(&self, seg: u32, size: usize, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
         let resuming = {
             let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
             match s[seg as usize] {
@@ -401,10 +453,26 @@ impl MpiEngine {
             }
         };
         if !resuming {
-            // Resumable by itself after a timeout.
-            self.host_wait(timeout.deadline(), |t| {
-                self.host.segment_create(seg, size, t)
-            })?;
+            let call = Collective::SegmentCreate { seg }.word();
+            let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
+            let host = if c.agreeing() {
+                None
+            } else {
+                // Resumable by itself after a timeout.
+                match self.host_wait(deadline, |t| self.host.segment_create(seg, size, t)) {
+                    r @ (Ok(()) | Err(Error::CollectiveMismatch(_))) => Some(r),
+                    Err(e) => return Err(e),
+                }
+            };
+            if let Err(e) = self.agree_locked(&mut c, call, host, deadline) {
+                if matches!(e, Error::CollectiveMismatch(_)) && self.host.segment_local(seg).is_ok()
+                {
+                    // This host created it, another did not: the host's ranks (all of which
+                    // get this error) delete it together.
+                    self.host_wait(deadline, |t| self.host.segment_delete(seg, t))?;
+                }
+                return Err(e);
+            }
         }
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
         if matches!(s[seg as usize], Slot::Empty) {
@@ -446,7 +514,8 @@ impl MpiEngine {
         self.seg(seg, self.rank)?;
         {
             let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-            self.barrier_locked(&mut c, timeout)?;
+            let call = Collective::SegmentDelete { seg }.word();
+            self.barrier_locked(&mut c, call, timeout)?;
         }
         let slot = {
             let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
@@ -934,7 +1003,7 @@ impl Engine for MpiEngine {
         }
         self.guarded(Collective::Barrier, || {
             let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
-            self.barrier_locked(&mut c, timeout)
+            self.barrier_locked(&mut c, Collective::BARRIER, timeout)
         })
     }
 
@@ -946,16 +1015,14 @@ impl Engine for MpiEngine {
         op: Op,
         timeout: Timeout,
     ) -> Result<()> {
+        let len = input.len() / ty.size();
+        let word = Collective::allreduce_word(len, ty, op);
         if self.hosts == 1 {
-            return self.allreduce_hosts(input, output, ty, op, timeout);
+            return self.allreduce_hosts(word, input, output, ty, op, timeout);
         }
-        let call = Collective::Allreduce {
-            len: input.len() / ty.size(),
-            ty,
-            op,
-        };
+        let call = Collective::Allreduce { len, ty, op };
         self.guarded(call, || {
-            self.allreduce_hosts(input, output, ty, op, timeout)
+            self.allreduce_hosts(word, input, output, ty, op, timeout)
         })
     }
 
@@ -1003,7 +1070,7 @@ impl Engine for MpiEngine {
             {
                 let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
                 if p.stash.is_none() && self.hosts > 1 {
-                    if let Some(m) = raw::improbe(TAG_PASSIVE, self.comm)? {
+                    if let Some(m) = raw::improbe(None, TAG_PASSIVE, self.comm)? {
                         let src = m.source;
                         p.stash = Some((src, m.recv(self.pace())?));
                     }

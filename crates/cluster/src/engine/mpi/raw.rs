@@ -288,6 +288,27 @@ pub(crate) fn split(comm: Comm, color: Option<i32>, key: i32) -> Result<Option<C
     Ok(color.map(|_| out))
 }
 
+/// The status of a completed receive.
+pub(crate) struct Status(ffi::MPI_Status);
+
+impl Status {
+    /// The message's tag.
+    pub(crate) fn tag(&self) -> i32 {
+        self.0.MPI_TAG
+    }
+
+    /// The message's length in bytes (`MPI_Get_count`).
+    pub(crate) fn bytes(&self) -> Result<usize> {
+        let mut count: c_int = 0;
+        let dt = dt_u8();
+        // SAFETY: the status was filled by a completed receive.
+        call("MPI_Get_count", || unsafe {
+            ffi::MPI_Get_count(&self.0, dt, &mut count)
+        })?;
+        Ok(count.max(0) as usize)
+    }
+}
+
 /// A pending non-blocking operation. Its buffers must stay valid until [`Req::test`] says
 /// done; the constructors are `unsafe` for that reason.
 pub(crate) struct Req(ffi::MPI_Request);
@@ -308,6 +329,18 @@ impl Req {
         Ok(flag != 0)
     }
 
+    /// Tests a receive once; its status when complete (the request is then freed by MPI).
+    pub(crate) fn test_status(&mut self) -> Result<Option<Status>> {
+        let mut flag: c_int = 0;
+        // SAFETY: MPI_Status is a plain C struct; zero is a valid initial value.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: self.0 is an active (or already null) request; st is a valid out-pointer.
+        call("MPI_Test", || unsafe {
+            ffi::MPI_Test(&mut self.0, &mut flag, &mut st)
+        })?;
+        Ok((flag != 0).then_some(Status(st)))
+    }
+
     /// Tests until complete or until `deadline`, paced by `pace` (see [`wait`]), so a long
     /// wait costs little CPU. `Err(Timeout)` leaves the request pending (resumable).
     pub(crate) fn wait(&mut self, deadline: Deadline, pace: Pace) -> Result<()> {
@@ -318,6 +351,27 @@ impl Req {
 /// The pace of the waits of setup (see [`config::MPI_SETUP_SPIN`]).
 pub(crate) fn setup_pace() -> Pace {
     Pace::new(config::MPI_SETUP_SPIN, Duration::ZERO, Naps::POLLED)
+}
+
+/// MPI's largest tag (`MPI_TAG_UB`: at least 32767 by the standard, 2^31 − 1 in Open MPI).
+pub(crate) fn tag_ub() -> i32 {
+    let mut ptr: *mut c_int = std::ptr::null_mut();
+    let mut flag: c_int = 0;
+    // SAFETY: MPI_TAG_UB is a predefined attribute of MPI_COMM_WORLD, whose value is a
+    // pointer to an int that MPI owns; ptr and flag are valid out-pointers.
+    let r = call("MPI_Comm_get_attr", || unsafe {
+        ffi::MPI_Comm_get_attr(
+            ffi::RSMPI_COMM_WORLD,
+            ffi::MPI_TAG_UB as c_int,
+            &mut ptr as *mut *mut c_int as *mut c_void,
+            &mut flag,
+        )
+    });
+    if r.is_err() || flag == 0 || ptr.is_null() {
+        return 32767;
+    }
+    // SAFETY: MPI set ptr to its int, valid for the life of MPI.
+    unsafe { *ptr }
 }
 
 /// Lets MPI progress (one `MPI_Iprobe`): one-sided operations of other ranks that MPI
@@ -725,7 +779,7 @@ pub(crate) unsafe fn isend(
     })
 }
 
-/// `MPI_Irecv` of up to `len` bytes from `src` with `tag`.
+/// `MPI_Irecv` of up to `len` bytes from `src` with `tag` (`None`: any tag).
 ///
 /// # Safety
 /// `buf..buf+len` must stay valid (and unread) until the request completes.
@@ -733,10 +787,12 @@ pub(crate) unsafe fn irecv(
     buf: *mut u8,
     len: usize,
     src: usize,
-    tag: i32,
+    tag: Option<i32>,
     comm: Comm,
 ) -> Result<Req> {
     let dt = dt_u8();
+    // SAFETY: constant read.
+    let tag = tag.unwrap_or(unsafe { ffi::RSMPI_ANY_TAG });
     // SAFETY: the caller keeps buf valid until completion.
     start("MPI_Irecv", |r| unsafe {
         ffi::MPI_Irecv(
@@ -763,8 +819,10 @@ pub(crate) struct Matched {
 // SAFETY: a message handle may be received from any thread (calls serialised by `lock`).
 unsafe impl Send for Matched {}
 
-/// `MPI_Improbe` for `tag` from anyone.
-pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
+/// `MPI_Improbe` for `tag` from `src` (`None`: from anyone).
+pub(crate) fn improbe(src: Option<usize>, tag: i32, comm: Comm) -> Result<Option<Matched>> {
+    // SAFETY: constant read.
+    let src = src.map_or(unsafe { ffi::RSMPI_ANY_SOURCE }, |s| s as c_int);
     let mut flag: c_int = 0;
     // SAFETY: constant read.
     let mut msg = unsafe { ffi::RSMPI_MESSAGE_NULL };
@@ -772,14 +830,7 @@ pub(crate) fn improbe(tag: i32, comm: Comm) -> Result<Option<Matched>> {
     let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
     // SAFETY: valid handles and out-pointers.
     call("MPI_Improbe", || unsafe {
-        ffi::MPI_Improbe(
-            ffi::RSMPI_ANY_SOURCE,
-            tag,
-            comm.0,
-            &mut flag,
-            &mut msg,
-            &mut st,
-        )
+        ffi::MPI_Improbe(src, tag, comm.0, &mut flag, &mut msg, &mut st)
     })?;
     if flag == 0 {
         return Ok(None);
