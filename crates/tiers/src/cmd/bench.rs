@@ -75,7 +75,8 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(p) = &args.plot {
             let table = crate::plot::report::Table::from_report(&report);
             let fig = crate::plot::report::ReportFigure::new(table)?;
-            crate::plot::write(p, &fig, crate::plot::Size::default())?;
+            let size = crate::plot::Size::new(crate::plot::WIDTH, fig.layout().height())?;
+            crate::plot::write(p, &fig, size)?;
             tiers_bench::progress(&ctx.opts, format!("wrote {}", p.display()));
         }
     }

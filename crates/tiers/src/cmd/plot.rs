@@ -15,9 +15,10 @@ pub struct PlotArgs {
     /// Width in pixels.
     #[arg(long, default_value_t = plot::WIDTH)]
     pub width: u32,
-    /// Height in pixels.
-    #[arg(long, default_value_t = plot::HEIGHT)]
-    pub height: u32,
+    /// Height in pixels (default: 620, or more when the report needs more than two rows of
+    /// panels).
+    #[arg(long)]
+    pub height: Option<u32>,
     /// When the report was measured, for the caption, where the report carries no date
     /// (otherwise the file's modification date is shown as such).
     #[arg(long)]
@@ -26,13 +27,16 @@ pub struct PlotArgs {
 
 /// Runs `tiers plot`.
 pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let size = plot::Size::new(a.width, a.height)?;
+    if let Some(h) = a.height {
+        plot::Size::new(a.width, h)?;
+    }
     plot::Format::of(&a.out)?;
     let mut table = read(&a.input)?;
     if let Some(d) = &a.date {
         table.date = Some(d.clone());
     }
     let fig = ReportFigure::new(table).map_err(|e| format!("{}: {e}", a.input.display()))?;
+    let size = plot::Size::new(a.width, a.height.unwrap_or_else(|| fig.layout().height()))?;
     plot::write(&a.out, &fig, size)?;
     let l = fig.layout();
     eprintln!(

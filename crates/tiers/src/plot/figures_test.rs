@@ -174,6 +174,31 @@ fn a_second_parameter_makes_panels_not_a_mixed_series() {
 }
 
 #[test]
+fn many_panels_make_a_taller_figure_a_few_keep_the_default() {
+    let doc = |ops: usize| {
+        let mut rows = Vec::new();
+        for op in 0..ops {
+            for th in [1, 2, 4] {
+                rows.push(json!({"impl": "tiers", "op": format!("op{op}"), "threads": th, "value": 1.0 + th as f64}));
+            }
+        }
+        report("ns", json!(rows))
+    };
+    // One panel, and up to two rows of panels, fit the default height.
+    for ops in [1, 4, 6] {
+        let fig = figure(&doc(ops)).unwrap();
+        assert_eq!(fig.layout().height(), super::HEIGHT, "{ops} panels");
+    }
+    // Sixteen panels are six rows of three: each row keeps room for its labels.
+    let fig = figure(&doc(16)).unwrap();
+    assert_eq!(fig.layout().panels(), 16);
+    let h = fig.layout().height();
+    assert!((6 * 240..=super::MAX_SIDE).contains(&h), "height {h}");
+    let png = render(&fig, Format::Png, Size::new(super::WIDTH, h).unwrap()).unwrap();
+    assert_eq!(png_size(&png), (super::WIDTH, h));
+}
+
+#[test]
 fn one_row_draws_one_mark() {
     let doc = report("ns", json!([{"impl": "tiers", "threads": 1, "value": 3.0}]));
     check(&doc, "threads", "ns");

@@ -37,7 +37,7 @@ pub const WIDTH: u32 = 1000;
 pub const HEIGHT: u32 = 620;
 
 /// Largest figure side: a bitmap of 8192² RGB pixels is 192 MiB, which is plenty.
-const MAX_SIDE: u32 = 8192;
+pub(crate) const MAX_SIDE: u32 = 8192;
 /// Smallest figure side that still leaves room for axes, legend and caption.
 const MIN_SIDE: u32 = 200;
 

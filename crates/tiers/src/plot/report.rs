@@ -463,7 +463,31 @@ impl Layout {
     pub fn panels(&self) -> usize {
         self.panels.len()
     }
+
+    /// The figure's height when nobody asks for one: the default, or more where the panels'
+    /// rows would not fit (each row gets [`PANEL_HEIGHT`] pixels), at most the largest side.
+    pub fn height(&self) -> u32 {
+        let (rows, _) = grid(self.panels.len());
+        let need = FRAME_HEIGHT.saturating_add(PANEL_HEIGHT.saturating_mul(rows as u32));
+        need.clamp(super::HEIGHT, super::MAX_SIDE)
+    }
 }
+
+/// The panels' grid for `n` panels: (rows, columns).
+fn grid(n: usize) -> (usize, usize) {
+    let n = n.max(1);
+    let cols = match n {
+        1 => 1,
+        2..=4 => 2,
+        _ => 3,
+    };
+    (n.div_ceil(cols), cols)
+}
+
+/// Height in pixels a panel needs to keep its axis labels, tick labels and title apart.
+const PANEL_HEIGHT: u32 = 250;
+/// Height of what is not a panel: title, caption, margins.
+const FRAME_HEIGHT: u32 = 120;
 
 /// A benchmark report's figure.
 pub struct ReportFigure {
@@ -667,15 +691,7 @@ impl Figure for ReportFigure {
         };
         // Sizes in bytes are powers of two: their log axis is log2, ticked 1K, 4K, 16K.
         let bytes = lay.x.as_deref() == Some("bytes");
-        let n = lay.panels.len().max(1);
-        let cols = if n <= 1 {
-            1
-        } else if n <= 4 {
-            2
-        } else {
-            3
-        };
-        let rows_n = n.div_ceil(cols);
+        let (rows_n, cols) = grid(lay.panels.len());
         let cells = plots.split_evenly((rows_n, cols));
         // One y range for all panels, so that they compare; panels named by a name (an
         // operation, a part) are different measurements and get their own.
