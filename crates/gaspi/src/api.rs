@@ -4,6 +4,7 @@
 
 use crate::coll::{combine, type_size};
 use crate::ctx::{self, config, ctx, err, tmo, Ctx, CONFIG, R};
+use crate::stats::{self, Counter, Stats};
 use crate::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
@@ -113,7 +114,16 @@ unsafe fn post_list(
     r.map_err(|e| {
         c.unreserve(q, ts.len() + extra);
         err(e)
-    })
+    })?;
+    let (ops, bytes) = if write {
+        (Counter::Writes, Counter::BytesWritten)
+    } else {
+        (Counter::Reads, Counter::BytesRead)
+    };
+    c.stats.count(ops, rank as usize, ts.len() as u64);
+    c.stats
+        .count(bytes, rank as usize, ts.iter().map(|t| t.len as u64).sum());
+    Ok(())
 }
 
 fn op_of(op: i32) -> R<Op> {
@@ -393,14 +403,20 @@ api! {
         let q = c.queue(q)?;
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         c.reserve(q, 1)?;
-        c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })
+        c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
+        c.stats.count(Counter::Writes, rank as usize, 1);
+        c.stats.count(Counter::BytesWritten, rank as usize, size);
+        Ok(())
     }
     fn gaspi_read / pgaspi_read(ls: u8, lo: u64, rank: u16, rs: u8, ro: u64, size: u64, q: u8, _timeout: u64) {
         let c = ctx()?;
         let q = c.queue(q)?;
         let t = c.transfer(ls, lo, rank, rs, ro, size)?;
         c.reserve(q, 1)?;
-        c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })
+        c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
+        c.stats.count(Counter::Reads, rank as usize, 1);
+        c.stats.count(Counter::BytesRead, rank as usize, size);
+        Ok(())
     }
     fn gaspi_write_list / pgaspi_write_list(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, q: u8, _timeout: u64) {
         let c = ctx()?;
@@ -415,6 +431,7 @@ api! {
     fn gaspi_wait / pgaspi_wait(q: u8, timeout: u64) {
         let c = ctx()?;
         let q = c.queue(q)?;
+        c.stats.count(Counter::Waits, 0, 1);
         c.tq(q).wait(tmo(timeout)).map_err(err)?;
         c.posted[q].store(0, Ordering::Relaxed);
         Ok(())
@@ -432,7 +449,9 @@ api! {
         let rm = c.remote(r, rs)?;
         c.reserve(q, 1)?;
         c.set_notification(q % tiers_cluster::QUEUES, r, rm.notif + id * 8, value as u64)
-            .inspect_err(|_| c.unreserve(q, 1))
+            .inspect_err(|_| c.unreserve(q, 1))?;
+        c.stats.count(Counter::Notifications, r, 1);
+        Ok(())
     }
     fn gaspi_write_notify / pgaspi_write_notify(ls: u8, lo: u64, rank: u16, rs: u8, ro: u64, size: u64, id: u32, value: u32, q: u8, _timeout: u64) {
         let c = ctx()?;
@@ -447,7 +466,11 @@ api! {
         // takes `queue_size_max` of them.
         c.reserve(q, 1)?;
         c.tq(q).write(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
-        c.set_notification(q % tiers_cluster::QUEUES, t.remote.rank, rm.notif + id * 8, value as u64)
+        c.set_notification(q % tiers_cluster::QUEUES, t.remote.rank, rm.notif + id * 8, value as u64)?;
+        c.stats.count(Counter::Writes, t.remote.rank, 1);
+        c.stats.count(Counter::BytesWritten, t.remote.rank, size);
+        c.stats.count(Counter::Notifications, t.remote.rank, 1);
+        Ok(())
     }
     fn gaspi_write_list_notify / pgaspi_write_list_notify(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, ns: u8, id: u32, value: u32, q: u8, _timeout: u64) {
         let c = ctx()?;
@@ -459,7 +482,9 @@ api! {
         }
         let rm = c.remote(r, ns)?;
         post_list(c, num, ls, lo, rank, rs, ro, size, q, 1, true)?;
-        c.set_notification(q % tiers_cluster::QUEUES, r, rm.notif + id * 8, value as u64)
+        c.set_notification(q % tiers_cluster::QUEUES, r, rm.notif + id * 8, value as u64)?;
+        c.stats.count(Counter::Notifications, r, 1);
+        Ok(())
     }
     fn gaspi_read_notify / pgaspi_read_notify(ls: u8, lo: u64, rank: u16, rs: u8, ro: u64, size: u64, id: u32, q: u8, _timeout: u64) {
         let c = ctx()?;
@@ -469,6 +494,8 @@ api! {
         let l = c.seg(ls)?;
         c.reserve(q, 1)?;
         c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
+        c.stats.count(Counter::Reads, t.remote.rank, 1);
+        c.stats.count(Counter::BytesRead, t.remote.rank, size);
         if !c.mem_engine {
             c.tq(q).wait(Timeout::Block).map_err(err)?;
         }
@@ -524,10 +551,13 @@ api! {
 
     // Collectives
     fn gaspi_barrier / pgaspi_barrier(g: u8, timeout: u64) {
-        gaspi_barrier_inner(ctx()?, g, timeout)
+        let c = ctx()?;
+        c.stats.count(Counter::Barriers, 0, 1);
+        gaspi_barrier_inner(c, g, timeout)
     }
     fn gaspi_allreduce / pgaspi_allreduce(send: *const c_void, recv: *mut c_void, num: u32, op: i32, ty: i32, g: u8, timeout: u64) {
         let c = ctx()?;
+        c.stats.count(Counter::Allreduces, 0, 1);
         if send.is_null() || recv.is_null() {
             return Err(GASPI_ERR_NULLPTR);
         }
@@ -566,6 +596,7 @@ api! {
     }
     fn gaspi_allreduce_user / pgaspi_allreduce_user(send: *const c_void, recv: *mut c_void, num: u32, esize: u64, f: Option<ReduceFn>, state: *mut c_void, g: u8, timeout: u64) {
         let c = ctx()?;
+        c.stats.count(Counter::Allreduces, 0, 1);
         let f = f.ok_or(GASPI_ERR_NULLPTR)?;
         if send.is_null() || recv.is_null() {
             return Err(GASPI_ERR_NULLPTR);
@@ -599,6 +630,7 @@ api! {
         } else {
             c.w.atomic_fetch_add(ctx::HEAP, at, r, add).map_err(err)?
         };
+        c.stats.count(Counter::Atomics, r, 1);
         old.write(v);
         Ok(())
     }
@@ -615,6 +647,7 @@ api! {
         } else {
             c.w.atomic_compare_swap(ctx::HEAP, at, r, cmp, new).map_err(err)?
         };
+        c.stats.count(Counter::Atomics, r, 1);
         old.write(v);
         Ok(())
     }
@@ -628,7 +661,9 @@ api! {
         }
         let s = c.seg(seg)?;
         let data = seg_bytes(c, &s, off, size)?;
-        c.passive_send(r, data, timeout)
+        c.passive_send(r, data, timeout)?;
+        c.stats.count(Counter::PassiveSends, r, 1);
+        Ok(())
     }
     fn gaspi_passive_receive / pgaspi_passive_receive(seg: u8, off: u64, from: *mut u16, size: u64, timeout: u64) {
         let c = ctx()?;
@@ -756,21 +791,32 @@ api! {
         Ok(())
     }
 
-    // Statistics: none are kept.
-    fn gaspi_statistic_verbosity_level / pgaspi_statistic_verbosity_level(_l: u32) {
+    // Statistics (see `stats.rs`).
+    fn gaspi_statistic_verbosity_level / pgaspi_statistic_verbosity_level(l: u32) {
+        ctx()?.stats.set_level(l);
         Ok(())
     }
     fn gaspi_statistic_counter_max / pgaspi_statistic_counter_max(n: *mut u32) {
-        out(n, 0)
+        out(n, stats::COUNTERS as u32)
     }
-    fn gaspi_statistic_counter_info / pgaspi_statistic_counter_info(_c: u32, _a: *mut i32, _n: *mut *mut c_char, _d: *mut *mut c_char, _v: *mut u32) {
-        Err(GASPI_ERR_INV_NUM)
+    fn gaspi_statistic_counter_info / pgaspi_statistic_counter_info(counter: u32, a: *mut i32, name: *mut *mut c_char, desc: *mut *mut c_char, level: *mut u32) {
+        let (arg, n, d, l) = Stats::info(counter).ok_or(GASPI_ERR_INV_NUM)?;
+        if a.is_null() || name.is_null() || desc.is_null() || level.is_null() {
+            return Err(GASPI_ERR_NULLPTR);
+        }
+        a.write(arg);
+        // The strings are static; GASPI's type is a mutable pointer, never written through.
+        name.write(n.as_ptr() as *mut c_char);
+        desc.write(d.as_ptr() as *mut c_char);
+        level.write(l);
+        Ok(())
     }
-    fn gaspi_statistic_counter_get / pgaspi_statistic_counter_get(_c: u32, _a: u32, _v: *mut u64) {
-        Err(GASPI_ERR_INV_NUM)
+    fn gaspi_statistic_counter_get / pgaspi_statistic_counter_get(counter: u32, arg: u32, v: *mut u64) {
+        let x = ctx()?.stats.get(counter, arg)?;
+        out(v, x)
     }
-    fn gaspi_statistic_counter_reset / pgaspi_statistic_counter_reset(_c: u32) {
-        Err(GASPI_ERR_INV_NUM)
+    fn gaspi_statistic_counter_reset / pgaspi_statistic_counter_reset(counter: u32) {
+        ctx()?.stats.reset(counter)
     }
 }
 

@@ -42,6 +42,10 @@ pub const GASPI_QUEUE_FULL: i32 = 23;
 pub const GASPI_ERR_UNALIGN_OFF: i32 = 24;
 pub const GASPI_ERR_MEMALLOC: i32 = 28;
 
+/// `gaspi_statistic_argument_t`.
+pub const GASPI_STATISTIC_ARGUMENT_NONE: i32 = 0;
+pub const GASPI_STATISTIC_ARGUMENT_RANK: i32 = 1;
+
 pub const GASPI_BLOCK: u64 = u64::MAX;
 pub const GASPI_TEST: u64 = 0;
 

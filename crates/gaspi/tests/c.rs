@@ -12,7 +12,7 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 8] = [
+const TESTS: [&str; 9] = [
     "segments",
     "notify",
     "queues",
@@ -21,6 +21,7 @@ const TESTS: [&str; 8] = [
     "passive",
     "errors",
     "threads",
+    "statistics",
 ];
 /// No test of the suite takes more than a few seconds; a hang ends the job here.
 const LIMIT: Duration = Duration::from_secs(120);
