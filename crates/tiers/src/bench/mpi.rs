@@ -79,7 +79,7 @@ fn worlds() -> Res<(World, World)> {
 }
 
 /// `ranks`: barrier, allreduce of one f64, fetch_add latency (ns).
-fn ranks_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
+fn ranks_report(opts: &Opts, mpi: &Mpi) -> Result<Report, Box<dyn std::error::Error>> {
     let (me, n) = (mpi.rank(), mpi.size());
     let mut rep = Report::new("ranks", "ns", true);
     let (wm, ws) = worlds()?;
@@ -90,6 +90,15 @@ fn ranks_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
     let win = mpi.window(64)?;
     let peer = (me + 1) % n;
     let hosts = ws.engine().local_size();
+    // The limit: a cache-line round trip between ranks 0 and 1, when they share memory (a
+    // barrier or an allreduce of two ranks needs a line to go each way). fetch_add has none:
+    // each rank adds to its peer's word, which no one else touches, so no line need move.
+    let line = if hosts == n && n >= 2 {
+        super::cluster::RankLine::new(&ws)?
+    } else {
+        None
+    };
+    let mut limit_cpus = None;
     for op in ["barrier", "allreduce", "fetch_add"] {
         progress(opts, format_args!("ranks: {op}, {n} ranks"));
         let mut cands: Vec<Cand<'_>> = match op {
@@ -167,8 +176,28 @@ fn ranks_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
                 ]
             }
         };
+        let measured = cands.len();
+        if let (Some(l), true) = (&line, op != "fetch_add") {
+            cands.push(Cand {
+                name: tiers_bench::limit::IMPL,
+                run: Box::new(move |k| {
+                    if me < 2 {
+                        tiers_bench::limit::ping_pong(l.line(), me, k);
+                    }
+                }),
+            });
+            limit_cpus = Some(l.cpus);
+        }
         let v = measure(mpi, opts.min_time, &mut cands);
-        for (c, t) in cands.iter().zip(v) {
+        if let Some(t) = v.get(measured) {
+            rep.push_limit(
+                &[("op", op.into()), ("ranks", json!(n))],
+                t * 1e9,
+                "a cache-line round trip between ranks 0 and 1 (they bounce one line of a \
+                 mapping they share), timed as the other rows",
+            );
+        }
+        for (c, t) in cands.iter().zip(v).take(measured) {
             let row = rep.push(c.name, &[("op", op.into()), ("ranks", json!(n))], t * 1e9);
             let algo = match (c.name, op) {
                 ("mpi", "barrier") => "MPI_Barrier",
@@ -187,6 +216,18 @@ fn ranks_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
         hosts,
         mpi.thread_level()
     ));
+    let cpu = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("cpu {c}"));
+    match limit_cpus {
+        Some(c) => rep.note(format!(
+            "limit: a cache-line round trip between rank 0 ({}) and rank 1 ({})",
+            cpu(c[0]),
+            cpu(c[1])
+        )),
+        None => rep.note(format!(
+            "limit: none here ({hosts} of {n} ranks on rank 0's host: the ranks share no memory to bounce a line in)"
+        )),
+    }
+    drop(line);
     win.free()?;
     drop((wm, ws));
     Ok(rep)
@@ -275,7 +316,7 @@ fn put_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
                 run: Box::new(move |k| tiers(c, k)),
             },
             Cand {
-                name: "memcpy",
+                name: tiers_bench::limit::IMPL,
                 run: Box::new(move |k| {
                     let mut dst = vec![0u8; size];
                     for _ in 0..k {
@@ -287,7 +328,16 @@ fn put_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
         ];
         let v = measure(mpi, opts.min_time, &mut cands);
         for (c, t) in cands.iter().zip(v) {
-            rep.push(c.name, &[("bytes", json!(size))], size as f64 / t / 1e9);
+            let gbs = size as f64 / t / 1e9;
+            if c.name == tiers_bench::limit::IMPL {
+                rep.push_limit(
+                    &[("bytes", json!(size))],
+                    gbs,
+                    "memcpy of the same size within rank 0 (one copy, which a put is at best)",
+                );
+            } else {
+                rep.push(c.name, &[("bytes", json!(size))], gbs);
+            }
         }
     }
     rep.note(format!(
