@@ -28,13 +28,13 @@ fn bench_progress_reports_every_variant_under_both_policies() {
     let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
     assert_eq!(doc["bench"], "progress");
     let rows = doc["results"].as_array().expect("results");
-    let row = |imp: &str, op: &str| {
+    let row = |imp: &str, unit: &str| {
         rows.iter()
-            .find(|r| r["impl"] == imp && r["op"] == op)
-            .unwrap_or_else(|| panic!("no {imp} {op} row in {text}"))
+            .find(|r| r["impl"] == imp && r["unit"] == unit && r["op"] == "alltoallv")
+            .unwrap_or_else(|| panic!("no {imp} {unit} row in {text}"))
     };
     for imp in ["direct-eager", "pull-eager", "direct-lazy", "pull-lazy"] {
-        let calls = row(imp, "calls");
+        let calls = row(imp, "progress calls");
         assert_eq!(
             (calls["ranks"].as_u64(), calls["bytes"].as_u64()),
             (Some(2), Some(1024))
@@ -53,9 +53,9 @@ fn bench_progress_reports_every_variant_under_both_policies() {
                 "{k} in {calls}"
             );
         }
-        assert!(row(imp, "us")["value"].as_f64().unwrap() > 0.0);
+        assert!(row(imp, "µs")["value"].as_f64().unwrap() > 0.0);
     }
-    assert!(row("limit", "us")["value"].as_f64().unwrap() > 0.0);
+    assert!(row("limit", "µs")["value"].as_f64().unwrap() > 0.0);
     let notes = doc["notes"].to_string();
     assert!(notes.contains("direct/pull"), "{notes}");
 }

@@ -463,11 +463,13 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     }
     let bytes = parse_bytes(ctx.args.get(1))?;
     let mut r = Report::new("progress", "per alltoallv", true);
-    let params = |op: &str| {
+    // Two measures of one alltoallv in their own units: progress calls, and microseconds.
+    let params = |unit: &str| {
         [
             ("ranks", json!(ranks)),
             ("bytes", json!(bytes)),
-            ("op", json!(op)),
+            ("op", json!("alltoallv")),
+            ("unit", json!(unit)),
         ]
     };
     let mut calls = Vec::new();
@@ -488,7 +490,7 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     }
     let ix = |k: &str| COUNTS.iter().position(|c| *c == k).expect("a count");
     for (imp, c) in &calls {
-        let row = r.push(imp, &params("calls"), round3(c[ix("calls")]));
+        let row = r.push(imp, &params("progress calls"), round3(c[ix("calls")]));
         for (k, scale) in [
             ("recv_ready", 1.0),
             ("send_ready", 1.0),
@@ -502,13 +504,13 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
         }
     }
     for (imp, secs) in &times {
-        r.push(imp, &params("us"), round3(secs * 1e6));
+        r.push(imp, &params("µs"), round3(secs * 1e6));
     }
     let copy = (ranks - 1) * bytes;
     let mut cands = [limit::memcpy(copy)];
     let (lim, _) = compare(ctx.opts.min_time, &mut cands)[0].clone();
     r.push_limit(
-        &params("us"),
+        &params("µs"),
         round3(lim * 1e6),
         format!(
             "one rank's share of an alltoallv, (ranks - 1) x bytes = {copy} B: {}",

@@ -199,6 +199,32 @@ fn many_panels_make_a_taller_figure_a_few_keep_the_default() {
 }
 
 #[test]
+fn rows_in_their_own_units_get_a_panel_each_with_its_unit_on_y() {
+    let mut rows = Vec::new();
+    for imp in ["direct", "pull"] {
+        rows.push(json!({"impl": imp, "op": "alltoallv", "bytes": 1024, "unit": "progress calls", "value": 14.0}));
+        rows.push(
+            json!({"impl": imp, "op": "alltoallv", "bytes": 1024, "unit": "µs", "value": 44.0}),
+        );
+    }
+    rows.push(json!({"impl": "limit", "op": "alltoallv", "bytes": 1024, "unit": "µs", "measured": "memcpy", "value": 1.0}));
+    let doc = report("per alltoallv", json!(rows));
+    let fig = figure(&doc).unwrap();
+    assert_eq!(
+        fig.layout().panels(),
+        2,
+        "one panel per unit, never one axis for both"
+    );
+    assert_ne!(fig.layout().x(), Some("unit"));
+    let t = texts(&svg(&fig));
+    assert!(
+        t.iter().any(|l| l.starts_with("value (progress calls)")),
+        "{t:?}"
+    );
+    assert!(t.iter().any(|l| l.starts_with("time (µs)")), "{t:?}");
+}
+
+#[test]
 fn one_row_draws_one_mark() {
     let doc = report("ns", json!([{"impl": "tiers", "threads": 1, "value": 3.0}]));
     check(&doc, "threads", "ns");

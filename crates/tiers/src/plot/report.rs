@@ -33,6 +33,11 @@ const DESCRIPTIVE: &[&str] = &[
 /// Parameters that are the benchmark's own axis when several could be, best first.
 const X_PREFERENCE: &[&str] = &["bytes", "threads", "ranks", "producers", "size"];
 
+/// A row parameter that gives the row's own unit (where one report measures things in
+/// different units, as progress calls and microseconds): never the x axis, always a panel of
+/// its own, whose y axis it names.
+pub const UNIT_PARAM: &str = "unit";
+
 /// Most panels one figure holds.
 const MAX_PANELS: usize = 16;
 
@@ -327,6 +332,7 @@ impl Layout {
         };
         let x = varying
             .iter()
+            .filter(|k| *k != UNIT_PARAM)
             .max_by_key(|k| {
                 let dets = varying
                     .iter()
@@ -351,7 +357,9 @@ impl Layout {
         let panel_keys: Vec<String> = varying
             .iter()
             .filter(|k| Some(*k) != x.as_ref())
-            .filter(|k| x.as_ref().is_none_or(|xk| !determines(&measured, xk, k)))
+            .filter(|k| {
+                *k == UNIT_PARAM || x.as_ref().is_none_or(|xk| !determines(&measured, xk, k))
+            })
             .cloned()
             .collect();
         let mut panels: Vec<(Vec<Param>, Vec<usize>)> = Vec::new();
@@ -555,8 +563,9 @@ impl ReportFigure {
         }
     }
 
-    fn y_label(&self, log: bool) -> String {
-        let u = self.table.unit.as_str();
+    /// The y axis's label, in `unit` (the report's, or a panel's own).
+    fn y_label(&self, unit: &str, log: bool) -> String {
+        let u = unit;
         let what = if u.contains("/s") {
             "rate"
         } else if ["ns", "us", "µs", "ms", "s"].contains(&u.split(['/', ' ']).next().unwrap_or(""))
@@ -716,7 +725,12 @@ impl Figure for ReportFigure {
             .iter()
             .filter(|s| *s != tiers_bench::limit::IMPL)
             .collect();
+        let unit_at = lay.panel_keys.iter().position(|k| k == UNIT_PARAM);
         for (cell, (key, rows)) in cells.iter().zip(&lay.panels) {
+            let panel_unit = match unit_at.and_then(|i| key.get(i)) {
+                Some(u) => u.text(),
+                None => t.unit.clone(),
+            };
             let (y0, y1, ylog) = y_range(&finite_of(if own_y { rows } else { &every }));
             // This panel's own x: its range, and log where it spans two decades.
             let raw: Vec<f64> = rows
@@ -836,7 +850,7 @@ impl Figure for ReportFigure {
             chart
                 .configure_mesh()
                 .x_desc(self.x_label(xlog))
-                .y_desc(self.y_label(ylog))
+                .y_desc(self.y_label(&panel_unit, ylog))
                 .x_labels(x_labels)
                 .y_labels(y_labels)
                 .x_label_formatter(&x_fmt)
