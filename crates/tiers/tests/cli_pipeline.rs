@@ -144,3 +144,45 @@ fn fungi_pipeline_under_two_ranks_matches_one_process() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+/// The pipeline refuses, before any work, an `--out` directory whose outputs would overwrite
+/// one of its inputs (the sequences, a reference), and leaves those files as they were.
+#[test]
+fn outputs_that_would_overwrite_an_input_are_refused_and_nothing_is_lost() {
+    let dir = std::env::temp_dir().join(format!("tiers-pipeline-inputs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fasta = ">a\nACGTACGTAC\n>b\nACGTTCGTAC\n>c\nTCGTACGAAC\n";
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tiers"))
+            .arg("pipeline")
+            .args(extra)
+            .arg("--out")
+            .arg(&dir)
+            .output()
+            .unwrap()
+    };
+    // The sequences named as one of the outputs' names.
+    let seqs = dir.join("points.csv");
+    std::fs::write(&seqs, fasta).unwrap();
+    let r = run(&["--input", seqs.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("is an input"), "{err}");
+    assert_eq!(std::fs::read_to_string(&seqs).unwrap(), fasta);
+    // A reference inside the output directory under an output's name.
+    let seqs = dir.join("in.fasta");
+    std::fs::write(&seqs, fasta).unwrap();
+    let reference = dir.join("clusters.txt");
+    std::fs::write(&reference, "0\n0\n1\n").unwrap();
+    let r = run(&[
+        "--input",
+        seqs.to_str().unwrap(),
+        "--reference-clusters",
+        reference.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("is an input"), "{err}");
+    assert_eq!(std::fs::read_to_string(&reference).unwrap(), "0\n0\n1\n");
+    assert!(!dir.join("distances.bin").exists(), "no work was done");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,7 +9,8 @@
 use crate::plot;
 use clap::Args;
 use serde_json::json;
-use std::path::PathBuf;
+use super::outputs::Output;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tiers_apps::{alu, clustering, compare, distance, fasta, matrix, mds};
 
@@ -89,6 +90,7 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         }
     };
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    check_outputs(a)?;
     let mut builder = tiers_node::Pool::builder();
     if let Some(t) = a.threads {
         builder = builder.threads(t);
@@ -113,7 +115,7 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
             let fams: Vec<(usize, usize)> = seqs.iter().map(|s| (s.family, s.subfamily)).collect();
             let recs: Vec<_> = seqs.into_iter().map(|s| s.record).collect();
             if root {
-                std::fs::write(a.out.join("sequences.fasta"), fasta::format(&recs))?;
+                write_text(&a.out.join("sequences.fasta"), &fasta::format(&recs))?;
             }
             (recs, Some(fams))
         }
@@ -180,13 +182,13 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         stress,
         ..
     } = stages;
-    std::fs::write(
-        a.out.join("clusters.txt"),
-        clustering::format_labels(&labels),
+    write_text(
+        &a.out.join("clusters.txt"),
+        &clustering::format_labels(&labels),
     )?;
-    std::fs::write(
-        a.out.join("points.csv"),
-        mds::format_points(&points, 3, true),
+    write_text(
+        &a.out.join("points.csv"),
+        &mds::format_points(&points, 3, true),
     )?;
     // 5. Agreement.
     let mut summary = json!({
@@ -276,9 +278,9 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
     ));
     plot::write(&a.out.join("mds.png"), &fig, plot::Size::new(1400, 720)?)?;
 
-    std::fs::write(
-        a.out.join("summary.json"),
-        serde_json::to_string_pretty(&summary)?,
+    write_text(
+        &a.out.join("summary.json"),
+        &serde_json::to_string_pretty(&summary)?,
     )?;
     println!(
         "{} sequences, {} clusters, MDS stress {stress:.4}; outputs in {} (clusters.txt, points.csv, mds.png, summary.json); {:.1} s",
@@ -288,6 +290,42 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         t_all.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary file beside it, renamed).
+fn write_text(path: &Path, text: &str) -> Res<()> {
+    Ok(tiers_apps::files::write_atomic(path, text.as_bytes())?)
+}
+
+/// The files the pipeline writes under `--out`, checked before any work: none of them is an
+/// input (`--input`, `--reference-clusters`, `--reference-points`), and the directory takes a
+/// new file.
+fn check_outputs(a: &PipelineArgs) -> Res<()> {
+    let mut inputs: Vec<&Path> = Vec::new();
+    inputs.extend(a.input.as_deref());
+    inputs.extend(a.reference_clusters.as_deref());
+    inputs.extend(a.reference_points.as_deref());
+    let names: Vec<(PathBuf, &'static [&'static str])> = [
+        ("sequences.fasta", &["fasta"][..]),
+        ("distances.bin", &["bin"][..]),
+        ("clusters.txt", &["txt"][..]),
+        ("points.csv", &["csv"][..]),
+        ("mds.png", &["png"][..]),
+        ("summary.json", &["json"][..]),
+    ]
+    .into_iter()
+    .filter(|(n, _)| a.input.is_none() || *n != "sequences.fasta")
+    .map(|(n, e)| (a.out.join(n), e))
+    .collect();
+    let outs: Vec<Output<'_>> = names
+        .iter()
+        .map(|(path, extensions)| Output {
+            path,
+            option: "--out",
+            extensions,
+        })
+        .collect();
+    super::outputs::check(&inputs, &outs)
 }
 
 /// The stages on one process: the whole matrix in memory.
