@@ -594,8 +594,13 @@ pub fn to_npy(n: usize, data: &[Complex64]) -> Vec<u8> {
     out
 }
 
-/// Where the data of a square complex128 `.npy` starts, and its N, from its leading bytes.
-fn npy_layout(bytes: &[u8], path: &Path) -> Result<(usize, usize)> {
+/// Where the data of a square complex128 `.npy` starts, and its N, from its leading bytes
+/// (`path` names the file in errors).
+///
+/// # Errors
+///
+/// [`Error::Format`] for anything but a square complex128 C-order `.npy` header.
+pub fn npy_layout(bytes: &[u8], path: &Path) -> Result<(usize, usize)> {
     let bad = |msg: String| Error::format(path.display(), 0, msg);
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad("not a .npy file (bad magic)".into()));
@@ -668,12 +673,18 @@ pub fn read_rows(
         .map_err(io)?;
     let (start, n) = npy_layout(&head, path)?;
     check_n(n, 1)?;
-    let want = (start as u64).checked_add((n as u64 * n as u64).saturating_mul(C16 as u64));
+    let want = (n as u64)
+        .checked_mul(n as u64)
+        .and_then(|x| x.checked_mul(C16 as u64))
+        .and_then(|x| x.checked_add(start as u64));
     if want != Some(len) {
+        let needs = want.map_or("more bytes than a file can hold".to_string(), |w| {
+            format!("{w} bytes")
+        });
         return Err(Error::format(
             path.display(),
             0,
-            format!("{len} bytes, but a {n} x {n} complex128 .npy needs {want:?}"),
+            format!("{len} bytes, but a {n} x {n} complex128 .npy needs {needs}"),
         ));
     }
     let r = rows(n);

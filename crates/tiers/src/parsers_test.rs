@@ -143,6 +143,26 @@ fn file_parsers_never_panic() {
         never_panics("matrix::from_npy (header)", &b, |b| {
             let _ = matrix::from_npy(b, Path::new("d.npy"));
         });
+        // fft2d's own .npy reader (complex128, square), with chosen shape numbers.
+        let header = format!(
+            "{{'descr': '{}', 'fortran_order': {}, 'shape': ({}, {}), }}",
+            g.pick(&["<c16", "<f8", ""]),
+            g.pick(&["False", "True", ""]),
+            g.number(),
+            g.number()
+        );
+        let mut b = b"\x93NUMPY".to_vec();
+        b.push(g.pick(&["\x01", "\x02", "\x03", "\x07"]).as_bytes()[0]);
+        b.push(0);
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        if b[6] != 1 {
+            b.extend_from_slice(&[0, 0]);
+        }
+        b.extend_from_slice(header.as_bytes());
+        let b = if g.below(2) == 0 { g.mutate(&b) } else { b };
+        never_panics("fft2d::npy_layout", &b, |b| {
+            let _ = tiers_apps::fft2d::npy_layout(b, Path::new("z.npy"));
+        });
         let b = input(&mut g, &csv);
         never_panics("matrix::from_csv", &b, |b| {
             if let Ok(m) = matrix::from_csv(&text(b), Path::new("d.csv")) {
@@ -203,6 +223,24 @@ fn grammar_parsers_never_panic() {
         });
         never_panics("parse_counts", b, |_| {
             let _ = tiers_bench::parse_counts(&s);
+        });
+        never_panics("redblack --irr", b, |_| {
+            let _ = crate::cmd::redblack::parse_irr(&s, 1 + g.below(17));
+        });
+        // The launcher's --hosts list: ADDR:N items separated by commas.
+        let hosts = if g.below(2) == 0 {
+            s.clone()
+        } else {
+            format!(
+                "{}:{},{}{}",
+                g.pick(&["127.0.0.1", "10.0.0.2", "::1", "[::1]", "host", ""]),
+                g.number(),
+                g.pick(&["127.0.0.2", "", "a:b:c"]),
+                g.pick(&["", ":", ":0", ":4"])
+            )
+        };
+        never_panics("launch::Hosts::parse", hosts.as_bytes(), |_| {
+            let _ = tiers_cluster::launch::Hosts::parse(&hosts, g.below(4), 0);
         });
         never_panics("word parsers", b, |_| {
             let _ = tiers_apps::distance::Metric::parse(&s);

@@ -540,12 +540,15 @@ fn matrices_that_are_not_distances_are_refused() {
     }
     let png = dir.path("i.png");
     for (args, want) in [
-        (vec!["render", "--width", "0"], "width"),
+        (vec!["render", "--width", "0"], "--width"),
+        (vec!["render", "--tiles", "0"], "--tiles"),
+        (vec!["render", "--max-iter", "0"], "--max-iter"),
         (
             vec!["render", "--width", "100000000", "--height", "100000000"],
             "memory",
         ),
-        (vec!["data", "alu", "--families", "0"], "families"),
+        (vec!["data", "alu", "--families", "0"], "--families"),
+        (vec!["data", "alu", "--n", "0"], "--n"),
         (vec!["data", "alu", "--mutation", "2"], "mutation"),
     ] {
         let mut a = args.clone();

@@ -226,6 +226,7 @@ fn run_refuses_jobs_this_host_cannot_hold() {
         (vec!["--threads", "0"], "--threads"),
         (vec!["--grace", "1e20"], "--grace"),
         (vec!["--timeout", "soon"], "duration"),
+        (vec!["--timeout", "0"], "--timeout must be longer than zero"),
     ] {
         let mut a = vec!["run"];
         a.extend(args.iter().copied());

@@ -51,16 +51,16 @@ enum DataKind {
 #[derive(Args, Debug)]
 struct AluArgs {
     /// Number of sequences.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 3000, value_parser = at_least_one)]
     n: usize,
     /// Output FASTA file.
     #[arg(long)]
     out: PathBuf,
     /// Families.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     families: usize,
     /// Subfamilies per family.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     subfamilies: usize,
     /// Per-copy point mutation rate.
     #[arg(long, default_value_t = 0.02)]
@@ -69,7 +69,7 @@ struct AluArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Accepted for uniformity; generation is serial.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
     threads: usize,
 }
 
@@ -221,13 +221,13 @@ pub struct ClusterArgs {
 #[derive(Args, Debug)]
 pub struct RenderArgs {
     /// Width in pixels.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = at_least_one)]
     width: usize,
     /// Height in pixels.
-    #[arg(long, default_value_t = 768)]
+    #[arg(long, default_value_t = 768, value_parser = at_least_one)]
     height: usize,
     /// Tile edge in pixels.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least_one)]
     tiles: usize,
     /// static or dynamic.
     #[arg(long, default_value = "dynamic")]
@@ -236,7 +236,7 @@ pub struct RenderArgs {
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// Iteration limit per pixel.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     max_iter: u32,
     /// Output PNG.
     #[arg(long)]
@@ -265,7 +265,7 @@ pub struct ModelArgs {
     #[arg(long)]
     json: bool,
     /// Accepted for uniformity; the model is serial.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
     threads: usize,
 }
 
@@ -975,4 +975,13 @@ pub fn labels_path(out: &Path) -> PathBuf {
     let mut s = out.as_os_str().to_owned();
     s.push(".labels.txt");
     PathBuf::from(s)
+}
+
+/// A count that must be at least 1 (clap names the flag in its error).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
 }

@@ -6,10 +6,10 @@
 //! clusters against them; with real data (e.g. the 2400 fungal sequences) and SPIDAL's outputs
 //! it reports the agreement with those.
 
+use super::outputs::Output;
 use crate::plot;
 use clap::Args;
 use serde_json::json;
-use super::outputs::Output;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tiers_apps::{alu, clustering, compare, distance, fasta, matrix, mds};

@@ -87,6 +87,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let grace = Duration::try_from_secs_f64(a.grace)
         .map_err(|_| format!("--grace must be a number of seconds, not {}", a.grace))?;
+    if a.timeout.is_some_and(|t| t.is_zero()) {
+        return Err("--timeout must be longer than zero (a job cannot start in no time)".into());
+    }
     if a.n == 0 {
         return Err("-n must be at least 1 rank".into());
     }
