@@ -144,6 +144,37 @@ pub enum Error {
         /// The target endpoint.
         endpoint: usize,
     },
+    /// A peer sent what this rank cannot take while data was moving: a message header that
+    /// names an impossible length, an answer of the wrong size (a peer of another build, or
+    /// memory overwritten by the program).
+    Protocol {
+        /// The rank that sent it, when known.
+        from: Option<Rank>,
+        /// What was wrong.
+        what: Box<str>,
+    },
+    /// A message of `bytes` bytes could not be received: this process has no memory for it.
+    OutOfMemory {
+        /// What needed the memory.
+        what: Box<str>,
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// This replica fell so far behind that every live replica of `from` had dropped message
+    /// `stamp` of `tag` from its log: the replica cannot go on (its rank goes on with the
+    /// other replicas).
+    ReplicaLagged {
+        /// This replica's number (below 64).
+        replica: u32,
+        /// Its logical rank.
+        rank: Rank,
+        /// The logical rank whose message is gone.
+        from: Rank,
+        /// The message's tag.
+        tag: u32,
+        /// Its logical timestamp.
+        stamp: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -219,6 +250,26 @@ impl fmt::Display for Error {
             Error::EndpointStopped { endpoint } => write!(
                 f,
                 "endpoint {endpoint} cannot receive: its worker has stopped and its inbox is full"
+            ),
+            Error::Protocol {
+                from: Some(r),
+                what,
+            } => write!(f, "rank {r} sent what this rank cannot take: {what}"),
+            Error::Protocol { from: None, what } => {
+                write!(f, "a peer sent what this rank cannot take: {what}")
+            }
+            Error::OutOfMemory { what, bytes } => {
+                write!(f, "no memory for {what} ({bytes} bytes)")
+            }
+            Error::ReplicaLagged {
+                replica,
+                rank,
+                from,
+                tag,
+                stamp,
+            } => write!(
+                f,
+                "replica {replica} of rank {rank} lags too far: every live replica of rank {from} dropped message {stamp} of tag {tag} from its log"
             ),
         }
     }

@@ -577,8 +577,9 @@ impl<'w> Comm<'w> {
                 };
                 let (ct, stamp, total, chunk) = (word(0), word(1), word(2), word(3));
                 let key = ((ct >> 32) as u32, ct as u32);
-                let total = usize::try_from(total).map_err(|_| {
-                    Error::Setup(format!("message of {total} bytes from rank {src}"))
+                let total = usize::try_from(total).map_err(|_| Error::Protocol {
+                    from: Some(src),
+                    what: format!("a message of {total} bytes").into(),
                 })?;
                 let chunk = (chunk as usize).min(self.payload());
                 let part = st.partial[src].get_or_insert_with(|| Partial {
@@ -588,9 +589,12 @@ impl<'w> Comm<'w> {
                     total,
                 });
                 if part.data.is_empty() && part.total > 0 {
-                    part.data.try_reserve_exact(part.total).map_err(|_| {
-                        Error::Setup(format!("no memory for a message of {total} bytes"))
-                    })?;
+                    part.data
+                        .try_reserve_exact(part.total)
+                        .map_err(|_| Error::OutOfMemory {
+                            what: format!("a message from rank {src}").into(),
+                            bytes: total as u64,
+                        })?;
                 }
                 let at = part.data.len();
                 let end = (at + chunk).min(part.total);

@@ -353,23 +353,32 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     let p = Box::into_raw(c);
     CTX.store(p, Ordering::Release);
     let addr = p as usize;
-    // The kill watcher: `gaspi_proc_kill` sets this rank's kill word.
-    std::thread::Builder::new()
+    // The kill watcher: `gaspi_proc_kill` sets this rank's kill word (another process writes
+    // it, so nothing can wake the watcher: it looks every `KILL_POLL`).
+    let watcher = std::thread::Builder::new()
         .name("gaspi-kill".into())
         .spawn(move || {
-            // SAFETY: the context outlives the watcher (term stops it before freeing).
+            // SAFETY: the context outlives the watcher: term joins it before dropping it.
             let c = unsafe { &*(addr as *const Ctx) };
             while !c.stop.load(Ordering::Acquire) {
                 if c.word(0).load(Ordering::Acquire) != 0 {
                     // SAFETY: ends the process at once, as GPI-2's kill does.
                     unsafe { libc::_exit(0) };
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::park_timeout(KILL_POLL);
             }
         })
         .map_err(|_| GASPI_ERROR)?;
+    *WATCHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
     Ok(())
 }
+
+/// How often the kill watcher looks at this rank's kill word: a killed rank ends within this
+/// long, and the look costs a wake-up every this long.
+const KILL_POLL: Duration = Duration::from_millis(2);
+
+/// The kill watcher of the running context, joined by `term`.
+static WATCHER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 
 /// `gaspi_proc_term`.
 pub fn term() -> R<()> {
@@ -377,13 +386,18 @@ pub fn term() -> R<()> {
     if p.is_null() {
         return Err(GASPI_ERR_NOINIT);
     }
-    // SAFETY: from init's Box; the watcher is told to stop and keeps its pointer only while
-    // it sleeps, so the context is leaked rather than freed, and the world left explicitly.
+    // SAFETY: from init's Box, alive until dropped below.
     let c = unsafe { &*p };
     c.stop.store(true, Ordering::Release);
-    std::thread::sleep(Duration::from_millis(3));
-    // SAFETY: nobody else reaches the context once CTX is cleared (calls racing term are
-    // the program's error); the world is dropped once.
+    // The watcher reads the context until it sees `stop`: wake it and wait for it to end.
+    if let Some(w) = WATCHER.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        w.thread().unpark();
+        let _ = w.join();
+    }
+    // SAFETY: nobody else reaches the context once CTX is cleared and the watcher has ended
+    // (calls racing term are the program's error); the world is dropped once. The Box's
+    // memory itself is left (a few hundred bytes), as a program may call term from a thread
+    // while another still holds a reference obtained before.
     unsafe { std::ptr::drop_in_place(p) };
     Ok(())
 }

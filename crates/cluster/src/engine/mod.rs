@@ -124,8 +124,9 @@ pub(crate) fn from_env() -> Result<FromEnv> {
     })
 }
 
-/// One one-sided transfer: `len` bytes between `local_seg[local_off..]` of the calling rank and
-/// `remote_seg[remote_off..]` of `rank`.
+/// One one-sided transfer: `len` bytes between a place in the calling rank's segment
+/// (`local`: segment and offset) and a place in another rank's (`remote`: rank, segment and
+/// offset).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
     /// The calling rank's side: the source of a write, the destination of a read.

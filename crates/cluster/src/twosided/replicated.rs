@@ -26,7 +26,7 @@
 //!   beyond that, so a stopped or very slow receiver replica cannot grow it without bound. A
 //!   replica that lags so far that a message it asks for has been dropped is told so; it then
 //!   asks the sender's other replicas, and when none of them still logs it, its `recv` fails
-//!   with [`Error::Setup`] naming the lag: that replica is lost (its rank goes on with the
+//!   with [`Error::ReplicaLagged`] naming the lag: that replica is lost (its rank goes on with the
 //!   others) rather than given wrong data.
 //! - **Leaving.** Dropping the `Comm` tells every process it is done and goes on answering
 //!   requests until every other process is done or gone, or none has asked anything for two
@@ -406,10 +406,12 @@ impl Replicas {
             let m = st.log[src]
                 .iter()
                 .find(|m| m.key == (channel, tag, stamp))
-                .ok_or_else(|| {
-                    Error::Setup(format!(
-                        "rank {src} receives from itself (channel {channel}, tag {tag}) what it did not send"
-                    ))
+                .ok_or_else(|| Error::Protocol {
+                    from: Some(src),
+                    what: format!(
+                        "a receive from itself (channel {channel}, tag {tag}) of what it did not send"
+                    )
+                    .into(),
                 })?;
             let r = take(&m.data)?;
             drop(st);
@@ -468,10 +470,13 @@ impl Replicas {
                         return Err(if all_dead {
                             Error::PeerFailed(src)
                         } else {
-                            Error::Setup(format!(
-                                "replica {} of rank {} lags too far: every live replica of rank {src} dropped message {stamp} of tag {tag} from its log",
-                                self.place.replica, self.place.rank
-                            ))
+                            Error::ReplicaLagged {
+                                replica: self.place.replica as u32,
+                                rank: self.place.rank,
+                                from: src,
+                                tag,
+                                stamp,
+                            }
                         });
                     }
                     // Alive ones first, then suspects; each once per round.

@@ -57,11 +57,15 @@ impl Engine for TcpEngine {
                     .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
                     .collect();
                 if sizes.len() != self.size {
-                    return Err(Error::Setup(format!(
-                        "segment {seg}: the root sent {} sizes for {} ranks",
-                        sizes.len(),
-                        self.size
-                    )));
+                    return Err(Error::Protocol {
+                        from: Some(0),
+                        what: format!(
+                            "segment {seg}: {} sizes for {} ranks",
+                            sizes.len(),
+                            self.size
+                        )
+                        .into(),
+                    });
                 }
                 if let Some(s) = lock(&self.state).segs[seg as usize].as_mut() {
                     s.sizes = Some(sizes);
@@ -263,11 +267,15 @@ impl Engine for TcpEngine {
         let word = Collective::allreduce_word(input.len() / ty.size(), ty, op);
         let v = self.collective(word, input, timeout)?;
         if v.len() != output.len() {
-            return Err(Error::Setup(format!(
-                "allreduce: the root answered {} bytes for {}",
-                v.len(),
-                output.len()
-            )));
+            return Err(Error::Protocol {
+                from: Some(0),
+                what: format!(
+                    "an allreduce answer of {} bytes for {}",
+                    v.len(),
+                    output.len()
+                )
+                .into(),
+            });
         }
         output.copy_from_slice(&v);
         Ok(())

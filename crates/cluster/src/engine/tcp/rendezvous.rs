@@ -9,6 +9,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+use tiers_node::Backoff;
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u16).to_le_bytes());
@@ -29,6 +30,12 @@ fn get_str(r: &mut impl Read) -> io::Result<String> {
     String::from_utf8(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
 }
 
+/// The naps of the rendezvous while no rank connects (see `serve`).
+const ACCEPT_NAPS: Backoff = Backoff::new()
+    .spin_steps(0)
+    .yield_limit(0)
+    .with_sleep(Backoff::SLEEP_MIN, Duration::from_millis(2));
+
 fn invalid(m: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, m)
 }
@@ -45,9 +52,15 @@ pub fn serve(
     listener.set_nonblocking(true)?;
     let mut joined: Vec<Option<(TcpStream, String)>> = (0..size).map(|_| None).collect();
     let mut count = 0;
+    // Between two looks for a new connection: naps from 20 µs doubling to 2 ms (ranks
+    // start within milliseconds of each other; a late one costs a wake-up every 2 ms).
+    let mut idle = ACCEPT_NAPS;
     while count < size {
         let (mut s, _) = match listener.accept() {
-            Ok(x) => x,
+            Ok(x) => {
+                idle = ACCEPT_NAPS;
+                x
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return Ok(());
@@ -59,7 +72,7 @@ pub fn serve(
                         format!("tcp rendezvous: ranks {missing:?} never joined"),
                     ));
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(idle.nap());
                 continue;
             }
             Err(e) => return Err(e),
@@ -112,6 +125,12 @@ pub fn join(
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| invalid(format!("tcp rendezvous address {root:?} names no address")))?;
+    // Between two tries to connect: naps from 1 ms doubling to 20 ms (the launcher listens
+    // before it starts any rank; only a rank of another host may come first).
+    let mut retry = Backoff::new()
+        .spin_steps(0)
+        .yield_limit(0)
+        .with_sleep(Duration::from_millis(1), Duration::from_millis(20));
     let mut s = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match TcpStream::connect_timeout(
@@ -121,7 +140,7 @@ pub fn join(
             Ok(s) => break s,
             Err(e) if Instant::now() < deadline => {
                 let _ = e;
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(retry.nap());
             }
             Err(e) => {
                 return Err(io::Error::new(
