@@ -634,6 +634,7 @@ fn plot_points(
     fig.caption.push(format!(
         "the {dims}-D points seen along their two principal axes"
     ));
+    fig.caption.push(plot::run_caption());
     plot::write(path, &fig, plot::Size::new(1000, 760)?)
 }
 
@@ -912,7 +913,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 &plot::encode_png(img.width, img.height, &img.rgb)?,
             )?;
             if let Some(tp) = &a.trace {
-                let fig = plot::gantt::Gantt::new(
+                let mut fig = plot::gantt::Gantt::new(
                     format!(
                         "render {}x{}, {:?} schedule: tiles by worker and time{}",
                         a.width,
@@ -924,6 +925,7 @@ pub fn run(cmd: AppCommand) -> Res {
                     a.threads,
                     a.width.div_ceil(a.tiles),
                 )?;
+                fig.caption.push(plot::run_caption());
                 plot::write(tp, &fig, plot::Size::default())?;
             }
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();

@@ -93,7 +93,11 @@ pub fn check(inputs: &[&Path], outputs: &[Output<'_>]) -> Res {
 /// Whether a new file can be created beside the output (where the atomic write puts its
 /// temporary file).
 fn writable_dir(o: &Output<'_>) -> Res {
-    let probe = absolute(o.path).with_file_name(format!(".tiers-probe-{}", std::process::id()));
+    // Unique per call: the ranks of a job on the local engine are threads of one process,
+    // and may probe one directory at the same moment.
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = absolute(o.path).with_file_name(format!(".tiers-probe-{}-{k}", std::process::id()));
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -276,6 +276,7 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         "{} distances, deterministic-annealing clustering, SMACOF MDS; the 3-D points seen along their two principal axes",
         metric.name()
     ));
+    fig.caption.push(plot::run_caption());
     plot::write(&a.out.join("mds.png"), &fig, plot::Size::new(1400, 720)?)?;
 
     write_text(

@@ -344,6 +344,19 @@ pub(crate) fn on(log: bool, v: f64) -> f64 {
     }
 }
 
+/// The caption line of a figure drawn from a run made now: the machine (processor model,
+/// cores, host) and today's date, as a report's figure shows them.
+pub fn run_caption() -> String {
+    let m = tiers_bench::machine();
+    format!(
+        "machine: {}, {} cores, host {}, {}",
+        m["cpu"].as_str().unwrap_or("unknown"),
+        m["cores"].as_u64().unwrap_or(0),
+        m["hostname"].as_str().unwrap_or(""),
+        today()
+    )
+}
+
 /// Today's date (UTC) as `YYYY-MM-DD`.
 pub fn today() -> String {
     let secs = std::time::SystemTime::now()
