@@ -6,8 +6,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A temporary name beside `path`, unique within this host.
-fn temporary_beside(path: &Path) -> PathBuf {
+/// A temporary name beside `path`, unique within this host (process id and a counter, so the
+/// threads of one process never share one either).
+pub fn temporary_beside(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()

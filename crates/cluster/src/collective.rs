@@ -86,7 +86,8 @@ impl std::fmt::Display for Collective {
     }
 }
 
-const TYPES: [DataType; 6] = [
+/// Every element type, in declaration order.
+pub(crate) const TYPES: [DataType; 6] = [
     DataType::I32,
     DataType::U32,
     DataType::I64,
@@ -94,7 +95,8 @@ const TYPES: [DataType; 6] = [
     DataType::F32,
     DataType::F64,
 ];
-const OPS: [Op; 3] = [Op::Min, Op::Max, Op::Sum];
+/// Every operation, in declaration order.
+pub(crate) const OPS: [Op; 3] = [Op::Min, Op::Max, Op::Sum];
 const LEN_BITS: u32 = 52;
 
 impl Collective {

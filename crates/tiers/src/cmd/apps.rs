@@ -276,7 +276,7 @@ fn pool(threads: usize) -> Result<Pool, Box<dyn std::error::Error>> {
     Ok(Pool::builder().threads(threads).build()?)
 }
 
-fn write_text(path: &Path, text: &str) -> Res {
+pub(super) fn write_text(path: &Path, text: &str) -> Res {
     Ok(tiers_apps::files::write_atomic(path, text.as_bytes())?)
 }
 

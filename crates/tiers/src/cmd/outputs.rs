@@ -95,9 +95,7 @@ pub fn check(inputs: &[&Path], outputs: &[Output<'_>]) -> Res {
 fn writable_dir(o: &Output<'_>) -> Res {
     // Unique per call: the ranks of a job on the local engine are threads of one process,
     // and may probe one directory at the same moment.
-    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let k = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let probe = absolute(o.path).with_file_name(format!(".tiers-probe-{}-{k}", std::process::id()));
+    let probe = tiers_apps::files::temporary_beside(&absolute(o.path));
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -6,6 +6,7 @@
 //! clusters against them; with real data (e.g. the 2400 fungal sequences) and SPIDAL's outputs
 //! it reports the agreement with those.
 
+use super::apps::write_text;
 use super::outputs::Output;
 use crate::plot;
 use clap::Args;
@@ -291,11 +292,6 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         t_all.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// Writes `text` to `path` whole or not at all (a temporary file beside it, renamed).
-fn write_text(path: &Path, text: &str) -> Res<()> {
-    Ok(tiers_apps::files::write_atomic(path, text.as_bytes())?)
 }
 
 /// The files the pipeline writes under `--out`, checked before any work: none of them is an

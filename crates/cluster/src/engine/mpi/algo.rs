@@ -451,15 +451,8 @@ mod tests {
     #[test]
     fn codes_are_exact_below_the_escape_and_fit_the_tag() {
         let mut words = vec![Collective::Barrier.word()];
-        for ty in [
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-            DataType::F32,
-            DataType::F64,
-        ] {
-            for op in [Op::Min, Op::Max, Op::Sum] {
+        for ty in crate::collective::TYPES {
+            for op in crate::collective::OPS {
                 for len in [0, 1, 2, 3, 1000, (1 << 20) - 1] {
                     words.push(Collective::Allreduce { len, ty, op }.word());
                 }
