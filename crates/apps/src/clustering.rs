@@ -882,7 +882,7 @@ mod tests {
             for (ranks, threads) in [(2, 1), (3, 2)] {
                 let got = tiers_cluster::run_local(ranks, |w| {
                     let n = d.n;
-                    let rows = crate::distance::owned_rows(n, ranks, w.rank());
+                    let rows = crate::distance::even_rows(n, ranks, w.rank());
                     let block = crate::distance::RowBlock {
                         n,
                         data: d.data[rows.start * n..rows.end * n].to_vec(),

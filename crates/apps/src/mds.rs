@@ -669,7 +669,7 @@ mod tests {
         // Across ranks, each holding only its rows of δ: the same bits.
         for (ranks, threads) in [(1, 1), (2, 1), (3, 2), (4, 1)] {
             let results = tiers_cluster::run_local(ranks, |w| {
-                let rows = crate::distance::owned_rows(n, ranks, w.rank());
+                let rows = crate::distance::even_rows(n, ranks, w.rank());
                 let block = crate::distance::RowBlock {
                     n,
                     data: d.data[rows.start * n..rows.end * n].to_vec(),

@@ -6,9 +6,11 @@
 //! terms in f, and the seed fits f = a₁x₁ or f = a₁x₁ + a₂x₂ (no intercept: f(p_ref) = 0)
 //! for factors such as x = p, p/N (the inverse grain size) and the node count.
 //!
-//! Runs are JSON: `{"runs": [{"app": "mds", "threads": 2, "nodes": 1, "size": 2000,
-//! "seconds": 1.5}, …]}`; p = threads × nodes. The reference of each (app, size) series is its
-//! run with the smallest p (the fastest when several).
+//! Runs are JSON: `{"runs": [{"app": "mds", "threads": 2, "processes": 1, "nodes": 1,
+//! "size": 2000, "seconds": 1.5}, …]}`, one per hybrid pattern t×m×n of [Qiu2012] (t threads in
+//! each of m processes per node on n nodes); p = t·m·n. `processes` defaults to 1 (runs files
+//! written before it existed counted every rank as a node: their p is unchanged). The reference
+//! of each (app, size) series is its run with the smallest p (the fastest when several).
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -18,9 +20,12 @@ use std::fmt::Write as _;
 pub struct Run {
     /// Application name.
     pub app: String,
-    /// Threads per node.
+    /// Threads per process (t).
     pub threads: usize,
-    /// Nodes (1 on one machine).
+    /// Processes (ranks) per node (m).
+    #[serde(default = "one")]
+    pub processes: usize,
+    /// Nodes (n; 1 on one machine).
     #[serde(default = "one")]
     pub nodes: usize,
     /// Data size N.
@@ -30,19 +35,38 @@ pub struct Run {
 }
 
 impl Run {
-    /// Checks that the run can be modelled: at least one thread and node, a size, and a time
-    /// that is a positive number of seconds.
+    /// The total parallelism p = threads × processes × nodes (saturating: [`Run::validate`]
+    /// refuses runs where it overflows).
+    pub fn p(&self) -> usize {
+        self.threads
+            .saturating_mul(self.processes)
+            .saturating_mul(self.nodes)
+    }
+
+    /// The pattern's name, `t×m×n`.
+    pub fn pattern(&self) -> String {
+        format!("{}x{}x{}", self.threads, self.processes, self.nodes)
+    }
+
+    /// Checks that the run can be modelled: at least one thread, process and node, a
+    /// parallelism that fits a `usize`, and a time that is a positive number of seconds.
     pub fn validate(&self) -> crate::Result<()> {
         let bad = |what: String| {
             Err(crate::Error::Invalid(format!(
-                "run of {:?} with {} threads: {what}",
-                self.app, self.threads
+                "run of {:?} as {}: {what}",
+                self.app,
+                self.pattern()
             )))
         };
-        if self.threads == 0 || self.nodes == 0 || self.threads.checked_mul(self.nodes).is_none() {
+        let p = self
+            .threads
+            .checked_mul(self.processes)
+            .and_then(|v| v.checked_mul(self.nodes));
+        if self.threads == 0 || self.processes == 0 || self.nodes == 0 || p.is_none() {
             return bad(format!(
-                "threads and nodes must be at least 1 (threads {}, nodes {})",
-                self.threads, self.nodes
+                "threads, processes and nodes must be at least 1 and their product a count \
+                 (threads {}, processes {}, nodes {})",
+                self.threads, self.processes, self.nodes
             ));
         }
         if !(self.seconds.is_finite() && self.seconds > 0.0) {
@@ -64,6 +88,9 @@ fn one() -> usize {
 pub struct Runs {
     /// The runs.
     pub runs: Vec<Run>,
+    /// Where and when they were made (processor, cores, host, date), when the writer said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// A run with its derived figures.
@@ -71,7 +98,7 @@ pub struct Runs {
 pub struct Point {
     /// The run.
     pub run: Run,
-    /// Total parallelism p = threads × nodes.
+    /// Total parallelism p = threads × processes × nodes.
     pub p: usize,
     /// Speedup relative to the series' reference.
     pub speedup: f64,
@@ -146,17 +173,13 @@ pub fn analyse(runs: &[Run]) -> Vec<Point> {
             .iter()
             .filter(|q| q.app == r.app && q.size == r.size)
             .collect();
-        let pmin = series
-            .iter()
-            .map(|q| q.threads.saturating_mul(q.nodes))
-            .min()
-            .unwrap_or(1);
+        let pmin = series.iter().map(|q| q.p()).min().unwrap_or(1);
         let tref = series
             .iter()
-            .filter(|q| q.threads.saturating_mul(q.nodes) == pmin)
+            .filter(|q| q.p() == pmin)
             .map(|q| q.seconds)
             .fold(f64::INFINITY, f64::min);
-        let p = r.threads.saturating_mul(r.nodes);
+        let p = r.p();
         let speedup = pmin as f64 * tref / r.seconds;
         let efficiency = speedup / p as f64;
         out.push(Point {
@@ -279,17 +302,16 @@ pub fn report(points: &[Point], fits: &[Fit]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<10} {:>8} {:>7} {:>5} {:>11} {:>8} {:>10} {:>9}",
-        "app", "size", "threads", "nodes", "seconds", "speedup", "efficiency", "overhead"
+        "{:<10} {:>8} {:>9} {:>11} {:>8} {:>10} {:>9}",
+        "app", "size", "t×m×n", "seconds", "speedup", "efficiency", "overhead"
     );
     for p in points {
         let _ = writeln!(
             s,
-            "{:<10} {:>8} {:>7} {:>5} {:>11.4} {:>8.3} {:>10.3} {:>9.4}",
+            "{:<10} {:>8} {:>9} {:>11.4} {:>8.3} {:>10.3} {:>9.4}",
             p.run.app,
             p.run.size,
-            p.run.threads,
-            p.run.nodes,
+            p.run.pattern(),
             p.run.seconds,
             p.speedup,
             p.efficiency,
@@ -317,6 +339,7 @@ mod tests {
         Run {
             app: "x".into(),
             threads,
+            processes: 1,
             nodes: 1,
             size,
             seconds,
@@ -362,6 +385,7 @@ mod tests {
                 runs.push(Run {
                     app: "y".into(),
                     threads: t,
+                    processes: 1,
                     nodes,
                     size: 10,
                     seconds: (1.0 + f) / p as f64,
@@ -401,6 +425,32 @@ mod tests {
             parse_factors("p, p^2").unwrap(),
             [Factor::P, Factor::PSquared]
         );
+    }
+
+    #[test]
+    fn hybrid_patterns_count_every_tier() {
+        // 2 threads x 2 processes x 2 nodes is p = 8, against 1x1x1.
+        let r = |t, m, n, secs| Run {
+            app: "z".into(),
+            threads: t,
+            processes: m,
+            nodes: n,
+            size: 100,
+            seconds: secs,
+        };
+        let pts = analyse(&[r(1, 1, 1, 8.0), r(2, 2, 2, 1.25), r(1, 2, 1, 4.0)]);
+        assert_eq!(pts[1].p, 8);
+        assert_eq!(pts[1].run.pattern(), "2x2x2");
+        assert!((pts[1].efficiency - 0.8).abs() < 1e-12);
+        assert!((pts[2].efficiency - 1.0).abs() < 1e-12);
+        // The node factor is the node count, not the rank count.
+        assert_eq!(Factor::Nodes.value(&pts[1]), 2.0);
+        assert_eq!(Factor::Nodes.value(&pts[2]), 1.0);
+        // Zero and overflowing patterns are refused with the pattern named.
+        let e = r(1, 0, 1, 1.0).validate().unwrap_err().to_string();
+        assert!(e.contains("1x0x1"), "{e}");
+        assert!(r(usize::MAX, 2, 1, 1.0).validate().is_err());
+        assert!(r(2, 2, 2, 1.0).validate().is_ok());
     }
 
     #[test]

@@ -171,6 +171,7 @@ impl Report {
             "unit": self.unit,
             "lower_is_better": self.lower_is_better,
             "machine": machine(),
+            "date": today(),
             "results": results,
             "notes": self.notes,
         })
@@ -446,7 +447,33 @@ pub fn machine() -> Value {
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
         "hostname": hostname,
+        // Measured once per process (a few thousand round trips between the first two cpus
+        // it may run on); absent where it may run on one cpu only.
+        "round_trip_ns": limit::machine_round_trip_ns(),
     })
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    date_of(secs)
+}
+
+/// A Unix time as a civil date `YYYY-MM-DD` (UTC), by the days-from-civil inverse.
+pub fn date_of(unix_secs: u64) -> String {
+    let z = (unix_secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// Progress on stderr (`[bench] …`), when enabled.
@@ -527,6 +554,23 @@ pub fn parse_counts(s: &str) -> Result<Vec<usize>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_say_when_and_where_with_the_round_trip() {
+        let j = Report::new("x", "ns", true).to_json();
+        let date = j["date"].as_str().unwrap();
+        assert_eq!(date, today());
+        assert!(date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-');
+        let rt = &j["machine"]["round_trip_ns"];
+        let cpus = tiers_node::Topology::get().affinity.len();
+        if cpus >= 2 {
+            let ns = rt.as_f64().expect("a measured round trip");
+            assert!(ns > 0.0 && ns < 1e6, "{ns}");
+        } else {
+            assert!(rt.is_null());
+        }
+        assert_eq!(date_of(951_782_400), "2000-02-29");
+    }
 
     #[test]
     fn medians() {

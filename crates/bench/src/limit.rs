@@ -130,6 +130,25 @@ pub fn round_trip(a: usize, b: usize) -> Candidate<'static> {
     })
 }
 
+/// The cache-line round trip of this machine in ns, between the first two cpus this process
+/// may run on: the fastest of a few thousand round trips (as [`ping_pong_floor`]), measured
+/// once per process and kept. `None` where the process may run on one cpu only. Reports carry
+/// it in their `machine` so that every figure's caption can name it, beside the `limit` rows
+/// that measure it on their own terms.
+pub fn machine_round_trip_ns() -> Option<f64> {
+    static ONCE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    *ONCE.get_or_init(|| {
+        let topo = tiers_node::Topology::get();
+        let (a, b) = pair(&topo.affinity)?;
+        let n = 4 * BATCH;
+        let mut c = round_trip(a, b);
+        let d = (c.run)(n);
+        let ns = d.as_secs_f64() * 1e9 / n as f64;
+        // Pinning back: the measuring threads were scoped, the caller's affinity is untouched.
+        (ns.is_finite() && ns > 0.0).then(|| (ns * 10.0).round() / 10.0)
+    })
+}
+
 /// How [`memcpy`] measured.
 pub fn memcpy_note() -> String {
     "memcpy of the same bytes between two private buffers of this process (copy_from_slice)".into()

@@ -57,14 +57,25 @@ pub fn append(path: &Path, run: Run) -> Res<()> {
         let text = std::io::read_to_string(&f).map_err(|e| format!("{name}: {e}"))?;
         let mut runs = parse(&text, &name)?;
         runs.runs.push(run);
+        runs.machine.get_or_insert_with(machine);
         tiers_apps::files::write_atomic(path, serde_json::to_string_pretty(&runs)?.as_bytes())?;
         return Ok(());
     }
 }
 
-/// Writes a runs file.
+/// Where and when runs are made now: the machine and the date, as figures caption them.
+fn machine() -> String {
+    crate::plot::run_caption()
+        .trim_start_matches("machine: ")
+        .to_string()
+}
+
+/// Writes a runs file of runs made now on this machine.
 pub fn write(path: &Path, runs: Vec<Run>) -> Res<()> {
-    let bytes = serde_json::to_string_pretty(&Runs { runs })?;
+    let bytes = serde_json::to_string_pretty(&Runs {
+        runs,
+        machine: Some(machine()),
+    })?;
     Ok(tiers_apps::files::write_atomic(path, bytes.as_bytes())?)
 }
 
@@ -76,6 +87,7 @@ mod tests {
         Run {
             app: "x".into(),
             threads,
+            processes: 1,
             nodes: 1,
             size,
             seconds,
@@ -93,10 +105,11 @@ mod tests {
         let path = temp("rt");
         append(&path, run(1, 10, 2.0)).unwrap();
         append(&path, run(2, 10, 1.0)).unwrap();
-        assert_eq!(
-            read(&path).unwrap().runs,
-            vec![run(1, 10, 2.0), run(2, 10, 1.0)]
-        );
+        let back = read(&path).unwrap();
+        assert_eq!(back.runs, vec![run(1, 10, 2.0), run(2, 10, 1.0)]);
+        // The first append says where the runs were made.
+        let m = back.machine.expect("the machine");
+        assert!(m.contains("cores") && m.contains("20"), "{m}");
         std::fs::write(&path, "{").unwrap();
         assert!(read(&path)
             .unwrap_err()
@@ -118,6 +131,19 @@ mod tests {
         let text = r#"{"runs": [{"app": "a", "threads": 2, "size": 5, "seconds": -3}]}"#;
         let e = parse(text, "r.json").unwrap_err().to_string();
         assert!(e.contains("r.json") && e.contains("positive"), "{e}");
+        let text =
+            r#"{"runs": [{"app": "a", "threads": 2, "processes": 0, "size": 5, "seconds": 1}]}"#;
+        let e = parse(text, "r.json").unwrap_err().to_string();
+        assert!(e.contains("2x0x1"), "{e}");
+    }
+
+    #[test]
+    fn runs_files_without_processes_read_as_one_per_node() {
+        // Written before the pattern had three tiers: every rank counted as a node.
+        let text = r#"{"runs": [{"app": "a", "threads": 2, "nodes": 3, "size": 5, "seconds": 1}]}"#;
+        let runs = parse(text, "old.json").unwrap();
+        assert_eq!((runs.runs[0].processes, runs.runs[0].p()), (1, 6));
+        assert_eq!(runs.machine, None);
     }
 
     #[test]

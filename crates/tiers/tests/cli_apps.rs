@@ -755,21 +755,47 @@ fn hybrid_runs_every_pattern_through_the_model() {
     let dir = Dir::new("hybrid");
     let runs = dir.path("runs.json");
     let (out, _) = ok(&[
-        "bench", "hybrid", "mds", "--json", "--quiet", "--", "--rounds", "1", "--size", "200",
+        "bench", "hybrid", "mds", "--json", "--quiet", "--", "--rounds", "1", "--sizes", "150,200",
         "--out", &runs,
     ]);
     let j: Value = serde_json::from_str(&out).unwrap();
-    let rows = j["results"].as_array().unwrap();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    assert!(rows
+    let rows: Vec<&Value> = j["results"]
+        .as_array()
+        .unwrap()
         .iter()
-        .any(|r| r["pattern"] == "1x1x1" && r["efficiency"] == 1.0));
-    for r in rows {
+        .filter(|r| r["impl"] == "tiers")
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for size in [150, 200] {
+        assert!(
+            rows.iter()
+                .any(|r| r["pattern"] == "1x1x1" && r["size"] == size && r["efficiency"] == 1.0),
+            "{rows:?}"
+        );
+    }
+    for r in &rows {
         let (t, m) = (r["threads"].as_u64().unwrap(), r["ranks"].as_u64().unwrap());
         assert!((t * m) as usize <= cores, "{r}");
+        assert_eq!(r["pattern"], format!("{t}x{m}x1"), "{r}");
         assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
     }
-    // The runs it wrote are a runs file for the model.
+    // The runs it wrote are a runs file for the model, with the pattern each app saw from
+    // its launch: m ranks on this host, one host.
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&runs).unwrap()).unwrap();
+    let recorded = file["runs"].as_array().unwrap();
+    assert_eq!(recorded.len(), rows.len());
+    for r in &rows {
+        assert!(
+            recorded.iter().any(|x| x["threads"] == r["threads"]
+                && x["processes"] == r["ranks"]
+                && x["nodes"] == 1
+                && x["size"] == r["size"]),
+            "{r} not in {recorded:?}"
+        );
+    }
     let (text, _) = ok(&["model", &runs]);
-    assert!(text.contains("mds"), "{text}");
+    assert!(text.contains("mds") && text.contains("1x1x1"), "{text}");
+    if cores >= 2 {
+        assert!(text.contains("1x2x1") && text.contains("2x1x1"), "{text}");
+    }
 }

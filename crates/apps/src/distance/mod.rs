@@ -176,6 +176,17 @@ pub fn owned_rows(n: usize, ranks: usize, rank: usize) -> std::ops::Range<usize>
     boundary(rank)..boundary(rank + 1)
 }
 
+/// The rows of an `n`-point matrix that rank `rank` of `ranks` holds for work that costs the
+/// same on every row (a product with the whole row: MDS's Guttman transform, the clustering's
+/// δ·M): contiguous blocks in rank order of ⌊n/ranks⌋ or ⌈n/ranks⌉ rows. [`owned_rows`]
+/// balances upper-triangle pairs instead, which suits computing distances but leaves the last
+/// rank with most of the rows (71 % of them of two ranks) for row-uniform work.
+pub fn even_rows(n: usize, ranks: usize, rank: usize) -> std::ops::Range<usize> {
+    let ranks = ranks.max(1) as u128;
+    let at = |r: usize| -> usize { (n as u128 * (r as u128).min(ranks) / ranks) as usize };
+    at(rank)..at(rank + 1)
+}
+
 /// This rank's rows of a distance matrix: full rows (both halves), `rows` of `n`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RowBlock {
@@ -372,6 +383,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn even_rows_cover_every_row_once_in_equal_blocks() {
+        for n in [0, 1, 2, 7, 100, 4499] {
+            for ranks in 1..=6 {
+                let mut next = 0;
+                for r in 0..ranks {
+                    let rows = even_rows(n, ranks, r);
+                    assert_eq!(rows.start, next, "n {n} ranks {ranks}");
+                    assert!(
+                        rows.len() == n / ranks || rows.len() == n.div_ceil(ranks),
+                        "n {n} ranks {ranks}: {rows:?}"
+                    );
+                    next = rows.end;
+                }
+                assert_eq!(next, n);
+            }
+        }
+        assert_eq!(even_rows(10, 2, 5), 10..10);
     }
 
     #[test]

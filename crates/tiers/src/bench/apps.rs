@@ -840,6 +840,7 @@ pub(super) fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
             runs.push(Run {
                 app: app.clone(),
                 threads: *t,
+                processes: 1,
                 nodes: 1,
                 size: n,
                 seconds: *secs,

@@ -244,7 +244,7 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "hybrid",
-        measures: "an app (distances, mds, cluster, render) as every pattern t x m x 1 that fits the cores: time, speedup, efficiency, overhead",
+        measures: "an app (distances, mds, cluster, render) as every pattern t x m x n that fits the cores (n > 1 with `-- --hosts`): time, speedup, efficiency, overhead, peak RSS per rank",
         peers: "the patterns against each other: threads, processes, mixes",
         launch: Launch::StartsRanks,
         run: hybrid::run,

@@ -347,7 +347,14 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
         println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
     }
     if let Some(pp) = &a.plot {
-        plot_points(pp, &r.points, a.dims, labels, last.normalized)?;
+        plot_points(
+            pp,
+            &r.points,
+            a.dims,
+            labels,
+            reference.as_deref(),
+            last.normalized,
+        )?;
     }
     record(
         &a.runs,
@@ -363,7 +370,7 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
 fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     opts.validate(n)?;
-    let rows = tiers_apps::distance::owned_rows(n, w.size(), w.rank());
+    let rows = tiers_apps::distance::even_rows(n, w.size(), w.rank());
     let block = matrix::read_rows(&a.input, a.big_endian, rows)?;
     let root = w.rank() == 0;
     let reference = match (&a.reference, root) {
@@ -434,13 +441,20 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
         );
     }
     if let Some(pp) = &a.plot {
-        plot_points(pp, &r.points, a.dims, labels, last.normalized)?;
+        plot_points(
+            pp,
+            &r.points,
+            a.dims,
+            labels,
+            reference.as_deref(),
+            last.normalized,
+        )?;
     }
-    record_ranks(
+    record_pattern(
         &a.runs,
         "mds",
         a.threads,
-        w.size(),
+        layout(w.size(), w.local_size()),
         n,
         r.seconds / r.stress.len() as f64,
     )
@@ -464,7 +478,7 @@ fn cluster_report(
     a: &ClusterArgs,
     r: &tiers_apps::clustering::ClusterResult,
     reference: Option<&[usize]>,
-    ranks: usize,
+    (ranks, local): (usize, usize),
     n: usize,
 ) -> Res {
     eprintln!(
@@ -487,11 +501,11 @@ fn cluster_report(
             adjusted_rand_index(&r.labels, refl)
         );
     }
-    record_ranks(
+    record_pattern(
         &a.runs,
         "cluster",
         a.threads,
-        ranks,
+        layout(ranks, local),
         n,
         r.seconds / r.em_iterations.max(1) as f64,
     )
@@ -526,7 +540,7 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
         log(e);
         trace.push(e.clone());
     });
-    cluster_report(a, &r, reference.as_deref(), 1, d.n)?;
+    cluster_report(a, &r, reference.as_deref(), (1, 1), d.n)?;
     plot_anneal(a, &trace, d.n)
 }
 
@@ -536,7 +550,7 @@ fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOpt
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     fit_clusters(&mut opts, n);
     opts.validate(n)?;
-    let rows = tiers_apps::distance::owned_rows(n, w.size(), w.rank());
+    let rows = tiers_apps::distance::even_rows(n, w.size(), w.rank());
     let mut block = matrix::read_rows(&a.input, a.big_endian, rows)?;
     if a.power != 1.0 {
         block
@@ -560,7 +574,7 @@ fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOpt
     if !root {
         return Ok(());
     }
-    cluster_report(a, &r, reference.as_deref(), w.size(), n)?;
+    cluster_report(a, &r, reference.as_deref(), (w.size(), w.local_size()), n)?;
     plot_anneal(a, &trace, n)
 }
 
@@ -588,7 +602,7 @@ fn plot_anneal(a: &ClusterArgs, trace: &[Event], n: usize) -> Res {
     let Some(pp) = &a.plot else {
         return Ok(());
     };
-    let fig = plot::anneal::Anneal::new(
+    let mut fig = plot::anneal::Anneal::new(
         format!(
             "Deterministic annealing of {n} points (max {} clusters{})",
             a.max_clusters,
@@ -596,6 +610,7 @@ fn plot_anneal(a: &ClusterArgs, trace: &[Event], n: usize) -> Res {
         ),
         trace,
     )?;
+    fig.caption.push(plot::run_caption());
     plot::write(pp, &fig, plot::Size::default())
 }
 
@@ -620,14 +635,16 @@ fn plot_points(
     points: &[f64],
     dims: usize,
     labels: Option<Vec<usize>>,
+    reference: Option<&[f64]>,
     stress: f64,
 ) -> Res {
     let n = points.len() / dims.max(1);
-    let mut fig = plot::scatter::Scatter::new(
-        points,
-        dims,
-        format!("SMACOF MDS of {n} points in {dims} dimensions, normalised stress {stress:.4}"),
-    )?;
+    let title =
+        format!("SMACOF MDS of {n} points in {dims} dimensions, normalised stress {stress:.4}");
+    let mut fig = match reference {
+        Some(y) => plot::scatter::Scatter::with_reference(points, y, dims, title)?,
+        None => plot::scatter::Scatter::new(points, dims, title)?,
+    };
     if let Some(l) = labels {
         fig = fig.colour_by("the --labels clusters", l)?;
     }
@@ -665,16 +682,26 @@ fn runs_out(runs: &Option<PathBuf>) -> Option<Output<'_>> {
 }
 
 fn record(runs: &Option<PathBuf>, app: &str, threads: usize, size: usize, seconds: f64) -> Res {
-    record_ranks(runs, app, threads, 1, size, seconds)
+    record_pattern(runs, app, threads, (1, 1), size, seconds)
 }
 
-/// Appends a run of `ranks` ranks of `threads` threads each (the model's p = threads x
-/// ranks; `nodes` in the runs file counts ranks).
-fn record_ranks(
+/// The (processes per node, nodes) of a world: its ranks on this host, and how many hosts of
+/// that many make up the job. A job whose hosts hold different numbers of ranks is recorded as
+/// all its ranks on one node (p = threads x ranks stays right; the node factor does not).
+pub(crate) fn layout(ranks: usize, local: usize) -> (usize, usize) {
+    if local >= 1 && ranks % local == 0 {
+        (local, ranks / local)
+    } else {
+        (ranks.max(1), 1)
+    }
+}
+
+/// Appends a run of pattern `threads` x `processes` x `nodes` (seed 000's t x m x n).
+fn record_pattern(
     runs: &Option<PathBuf>,
     app: &str,
     threads: usize,
-    ranks: usize,
+    (processes, nodes): (usize, usize),
     size: usize,
     seconds: f64,
 ) -> Res {
@@ -684,7 +711,8 @@ fn record_ranks(
             Run {
                 app: app.into(),
                 threads,
-                nodes: ranks,
+                processes,
+                nodes,
                 size,
                 seconds,
             },
@@ -750,43 +778,47 @@ pub fn run(cmd: AppCommand) -> Res {
             let (quiet, threads, be) = (a.quiet, a.threads, a.big_endian);
             // Every rank of the job (one when started alone) computes its rows with its
             // threads and writes them into the one output file at their offset.
-            let results = tiers_cluster::spmd(|w| -> Result<Option<(usize, f64)>, String> {
-                let p = pool(threads).map_err(|e| e.to_string())?;
-                let t0 = Instant::now();
-                let report = |done: usize, total: usize| {
-                    if !quiet && w.rank() == 0 {
-                        let s = t0.elapsed().as_secs_f64();
-                        eprintln!(
+            let results = tiers_cluster::spmd(
+                |w| -> Result<Option<(usize, usize, f64)>, String> {
+                    let p = pool(threads).map_err(|e| e.to_string())?;
+                    let t0 = Instant::now();
+                    let report = |done: usize, total: usize| {
+                        if !quiet && w.rank() == 0 {
+                            let s = t0.elapsed().as_secs_f64();
+                            eprintln!(
                             "[distances] {done} of {total} pairs ({:.0} %), {s:.1} s, about {:.0} s to go",
                             100.0 * done as f64 / total as f64,
                             s * (total - done) as f64 / done.max(1) as f64
                         );
+                        }
+                    };
+                    if w.size() == 1 {
+                        let d = pairwise_with_progress(&p, &seqs, metric, report)
+                            .map_err(|e| e.to_string())?;
+                        let secs = t0.elapsed().as_secs_f64();
+                        matrix::write(&a.out, &d, be).map_err(|e| e.to_string())?;
+                        return Ok(Some((1, 1, secs)));
                     }
-                };
-                if w.size() == 1 {
-                    let d = pairwise_with_progress(&p, &seqs, metric, report)
-                        .map_err(|e| e.to_string())?;
+                    let format =
+                        matrix::Format::from_path(&a.out, be).map_err(|e| e.to_string())?;
+                    if format == matrix::Format::Csv {
+                        return Err("across ranks the matrix is written as .bin or .npy (each rank writes its rows in place), not .csv".into());
+                    }
+                    let block =
+                        pairwise_ranks(w, &p, &seqs, metric, report).map_err(|e| e.to_string())?;
                     let secs = t0.elapsed().as_secs_f64();
-                    matrix::write(&a.out, &d, be).map_err(|e| e.to_string())?;
-                    return Ok(Some((1, secs)));
-                }
-                let format = matrix::Format::from_path(&a.out, be).map_err(|e| e.to_string())?;
-                if format == matrix::Format::Csv {
-                    return Err("across ranks the matrix is written as .bin or .npy (each rank writes its rows in place), not .csv".into());
-                }
-                let block =
-                    pairwise_ranks(w, &p, &seqs, metric, report).map_err(|e| e.to_string())?;
-                let secs = t0.elapsed().as_secs_f64();
-                super::rows_file::write(w, &a.out, format, &block).map_err(|e| e.to_string())?;
-                Ok((w.rank() == 0).then_some((w.size(), secs)))
-            })?;
+                    super::rows_file::write(w, &a.out, format, &block)
+                        .map_err(|e| e.to_string())?;
+                    Ok((w.rank() == 0).then_some((w.size(), w.local_size(), secs)))
+                },
+            )?;
             let mut done = None;
             for r in results {
                 if let Some(x) = r? {
                     done = Some(x);
                 }
             }
-            let Some((ranks, secs)) = done else {
+            let Some((ranks, local, secs)) = done else {
                 return Ok(());
             };
             let pairs = (n * n.saturating_sub(1) / 2) as f64;
@@ -799,11 +831,11 @@ pub fn run(cmd: AppCommand) -> Res {
                 a.threads,
                 a.out.display()
             );
-            record_ranks(
+            record_pattern(
                 &a.runs,
                 &format!("distances-{}", metric.name()),
                 a.threads,
-                ranks,
+                layout(ranks, local),
                 n,
                 secs,
             )
@@ -897,15 +929,15 @@ pub fn run(cmd: AppCommand) -> Res {
             let results = tiers_cluster::spmd(|w| {
                 let p = pool(threads).map_err(|e| e.to_string())?;
                 let img = render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string())?;
-                Ok::<_, String>((w.size(), img))
+                Ok::<_, String>(((w.size(), w.local_size()), img))
             })?;
             let mut assembled = None;
             for r in results {
-                if let (size, Some(img)) = r? {
-                    assembled = Some((size, img));
+                if let (shape, Some(img)) = r? {
+                    assembled = Some((shape, img));
                 }
             }
-            let Some((ranks, img)) = assembled else {
+            let Some(((ranks, local), img)) = assembled else {
                 return Ok(()); // a rank other than 0: rank 0 writes the image
             };
             tiers_apps::files::write_atomic(
@@ -930,11 +962,11 @@ pub fn run(cmd: AppCommand) -> Res {
             }
             let busy: Vec<String> = img.busy.iter().map(|b| format!("{b:.3}")).collect();
             eprintln!("rendered {}x{} in {:.3} s ({:?}, {ranks} ranks x {} threads, busy per worker of rank 0 [{}] s), checksum {:016x}; wrote {}", a.width, a.height, img.seconds, schedule, a.threads, busy.join(", "), img.checksum(), a.out.display());
-            record_ranks(
+            record_pattern(
                 &a.runs,
                 &format!("render-{}", a.schedule),
                 a.threads,
-                ranks,
+                layout(ranks, local),
                 a.width * a.height,
                 img.seconds,
             )
@@ -964,7 +996,11 @@ pub fn run(cmd: AppCommand) -> Res {
                 print!("{}", model::report(&pts, &fits));
             }
             if let Some(pp) = &a.plot {
-                let fig = plot::model::ModelFigure::new(pts, fits)?;
+                let mut fig = plot::model::ModelFigure::new(pts, fits)?;
+                fig.caption.push(match &runs.machine {
+                    Some(m) => format!("runs made on {m}"),
+                    None => "the runs file does not say where the runs were made".into(),
+                });
                 plot::write(pp, &fig, plot::Size::new(1100, 800)?)?;
             }
             Ok(())

@@ -16,6 +16,8 @@ pub struct Anneal {
     temps: Vec<(f64, usize, f64, f64)>,
     /// (temperature, cluster that split).
     splits: Vec<(f64, usize)>,
+    /// Lines under the figure's own: the machine and date of the run.
+    pub caption: Vec<String>,
 }
 
 impl Anneal {
@@ -47,17 +49,19 @@ impl Anneal {
             title,
             temps,
             splits,
+            caption: Vec::new(),
         })
     }
 }
 
 impl Figure for Anneal {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()> {
-        let caption = vec![format!(
+        let mut caption = vec![format!(
             "{} temperatures, {} splits (rings); the temperature falls from left to right",
             self.temps.len(),
             self.splits.len()
         )];
+        caption.extend(self.caption.iter().cloned());
         let mid = frame(area, &self.title, &caption)?;
         // Clusters across the top; free energy and uncertainty side by side below.
         let (_, h) = mid.dim_in_pixel();
@@ -88,6 +92,7 @@ impl Figure for Anneal {
                 y_desc: "clusters (count)".into(),
                 caption: Some("clusters as the temperature falls".into()),
                 whole: (false, true),
+                x_names: None,
             },
         )?;
         let mut steps = Vec::new();
@@ -144,6 +149,7 @@ impl Figure for Anneal {
                     "free energy, rings at the splits".into()
                 }),
                 whole: (false, false),
+                x_names: None,
             },
         )?;
         let line: Vec<(i32, i32)> = fe.iter().map(|&(t, f)| px(xv(t), f)).collect();
@@ -180,6 +186,7 @@ impl Figure for Anneal {
                 ),
                 caption: Some("how undecided the memberships are".into()),
                 whole: (false, false),
+                x_names: None,
             },
         )?;
         let line: Vec<(i32, i32)> = self

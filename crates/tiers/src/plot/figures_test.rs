@@ -365,6 +365,39 @@ fn the_scatter_has_its_axes_clusters_and_one_mark_per_point() {
         .is_err());
     let png = render(&fig, Format::Png, Size::new(900, 500).unwrap()).unwrap();
     assert_eq!(png_size(&png), (900, 500));
+
+    // Beside reference points (`tiers mds --reference`): the reference is our points turned,
+    // mirrored, scaled and moved; after the Procrustes fit both panels are the same picture.
+    let theirs: Vec<f64> = pts
+        .chunks(3)
+        .flat_map(|p| [5.0 - 2.0 * p[1], 2.0 * p[0] + 1.0, -2.0 * p[2]])
+        .collect();
+    let fig = Scatter::with_reference(&pts, &theirs, 3, "MDS beside its reference".into())
+        .unwrap()
+        .colour_by("clusters found", (0..30).map(|i| i % 2).collect())
+        .unwrap();
+    let ours = fig.xy.clone();
+    let refd = fig.reference.clone().unwrap();
+    for (a, b) in ours.iter().zip(&refd) {
+        assert!(
+            (a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9,
+            "{a:?} {b:?}"
+        );
+    }
+    let s = svg(&fig);
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l == "coloured by clusters found"), "{t:?}");
+    assert!(
+        t.iter().any(|l| l == "reference points, by clusters found"),
+        "{t:?}"
+    );
+    assert!(t
+        .iter()
+        .any(|l| l.contains("Procrustes") && l.contains("disparity 0.0000")));
+    for k in 0..2 {
+        assert_eq!(marks(&s, cluster_look(k).rgb()), 2 * (15 + 1));
+    }
+    assert!(Scatter::with_reference(&pts, &theirs[3..], 3, String::new()).is_err());
 }
 
 #[test]
@@ -377,6 +410,7 @@ fn the_model_figure_has_its_panels_series_and_fits() {
             runs.push(Run {
                 app: "mds".into(),
                 threads: p,
+                processes: 1,
                 nodes: 1,
                 size,
                 seconds: (1.0 + 20.0 * (p - 1) as f64 / size as f64) / p as f64,
@@ -393,7 +427,7 @@ fn the_model_figure_has_its_panels_series_and_fits() {
         "efficiency ε (fraction)",
         "overhead f (fraction)",
         "p/N (inverse grain size, 1/points)",
-        "parallelism p (threads × nodes)",
+        "run: pattern t×m×n (threads × processes × nodes), by series",
     ] {
         assert!(
             t.iter().any(|l| l.starts_with(want)),
@@ -411,6 +445,17 @@ fn the_model_figure_has_its_panels_series_and_fits() {
         .iter()
         .any(|l| l.starts_with("f = ") && l.contains("·p/N") && l.contains("R²")));
     assert!(t.iter().any(|l| l.starts_with("f = ") && l.contains("·p,")));
+    // The two-factor fit is a line with its coefficients too (seed 000 Figs. 7, 8, 10).
+    assert!(
+        t.iter()
+            .any(|l| l.starts_with("f = ") && l.contains("·p + ") && l.contains("·p/N,")),
+        "{t:?}"
+    );
+    assert!(!t.iter().any(|l| l.contains("rings")), "{t:?}");
+    // The third panel names each run's pattern.
+    for want in ["1x1x1", "2x1x1", "4x1x1"] {
+        assert_eq!(t.iter().filter(|l| *l == want).count(), 2, "{want}: {t:?}");
+    }
     assert!(ModelFigure::new(Vec::new(), Vec::new()).is_err());
 }
 

@@ -72,6 +72,7 @@ impl Figure for Gantt {
                 y_desc: "worker (thread index)".into(),
                 caption: None,
                 whole: (false, true),
+                x_names: None,
             },
         )?;
         for s in &self.spans {

@@ -253,6 +253,9 @@ pub(crate) struct Axes {
     pub caption: Option<String>,
     /// Ticks at whole numbers only (x, y): counts such as workers or threads.
     pub whole: (bool, bool),
+    /// Categories on x: the tick at whole number k is named `x_names[k]` (and no other tick
+    /// is labelled).
+    pub x_names: Option<Vec<String>>,
 }
 
 /// The range of `vals` for an axis: padded, from zero for non-negative linear values, log10
@@ -314,13 +317,29 @@ pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
     };
     let (xl, yl) = (a.xlog, a.ylog);
     let n_log = |r: (f64, f64)| ((r.1 - r.0).ceil() as usize + 1).clamp(2, 10);
+    let named = |v: f64| -> String {
+        match &a.x_names {
+            Some(names) if (v - v.round()).abs() < 1e-6 && v >= 0.0 => {
+                names.get(v.round() as usize).cloned().unwrap_or_default()
+            }
+            Some(_) => String::new(),
+            None => label(xl, a.whole.0, v),
+        }
+    };
+    // One tick per category (plotters picks "nice" values: asking for one per unit of the
+    // range puts them on the whole numbers).
+    let x_ticks = match &a.x_names {
+        Some(_) => ((a.x.1 - a.x.0).round() as usize + 1).clamp(2, 40),
+        None if xl => n_log(a.x),
+        None => 8,
+    };
     chart
         .configure_mesh()
         .x_desc(a.x_desc.clone())
         .y_desc(a.y_desc.clone())
-        .x_labels(if xl { n_log(a.x) } else { 8 })
+        .x_labels(x_ticks)
         .y_labels(if yl { n_log(a.y) } else { 8 })
-        .x_label_formatter(&|v| label(xl, a.whole.0, *v))
+        .x_label_formatter(&|v| named(*v))
         .y_label_formatter(&|v| label(yl, a.whole.1, *v))
         .label_style(font(12.0))
         .axis_desc_style(font(14.0))
@@ -345,11 +364,16 @@ pub(crate) fn on(log: bool, v: f64) -> f64 {
 }
 
 /// The caption line of a figure drawn from a run made now: the machine (processor model,
-/// cores, host) and today's date, as a report's figure shows them.
+/// cores, host, cache-line round trip where measurable) and today's date, as a report's figure
+/// shows them.
 pub fn run_caption() -> String {
     let m = tiers_bench::machine();
+    let rt = m["round_trip_ns"]
+        .as_f64()
+        .map(|r| format!(", cache-line round trip {} ns", tick(r)))
+        .unwrap_or_default();
     format!(
-        "machine: {}, {} cores, host {}, {}",
+        "machine: {}, {} cores, host {}{rt}, {}",
         m["cpu"].as_str().unwrap_or("unknown"),
         m["cores"].as_u64().unwrap_or(0),
         m["hostname"].as_str().unwrap_or(""),
@@ -357,28 +381,7 @@ pub fn run_caption() -> String {
     )
 }
 
-/// Today's date (UTC) as `YYYY-MM-DD`.
-pub fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    date_of(secs)
-}
-
-/// A Unix time as a civil date `YYYY-MM-DD` (UTC), by the days-from-civil inverse.
-pub fn date_of(unix_secs: u64) -> String {
-    let z = (unix_secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
+pub use tiers_bench::{date_of, today};
 
 /// A number for axis ticks: short, without trailing zeros.
 pub(crate) fn tick(v: f64) -> String {

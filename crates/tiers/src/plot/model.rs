@@ -1,7 +1,9 @@
-//! The overhead model's figure ([Qiu2012] §4): efficiency ε and overhead f against
-//! the inverse grain size p/N, and f against the parallelism p (the pattern), one series per
-//! application and size, each one-factor fit as a line labelled with its coefficient, and the
-//! two-factor fits' predictions as rings. The library computes every number; this draws them.
+//! The overhead model's figure ([Qiu2012] §4): efficiency ε and overhead f against the
+//! inverse grain size p/N (one series per application and size, the one-factor fit in p/N as
+//! a line), and, as the seed's Figs. 7, 8 and 10 show them, the measured f of every run beside
+//! each fit's f (one- and two-factor alike, a line each, labelled with its coefficients), the
+//! runs in order of series and pattern t×m×n. The library computes every number; this draws
+//! them.
 
 use super::style::{self, Look, LIMIT};
 use super::{axes, frame, on, span, tick, Axes, Error, Figure, Result};
@@ -14,6 +16,8 @@ pub struct ModelFigure {
     points: Vec<Point>,
     fits: Vec<Fit>,
     series: Vec<String>,
+    /// Lines under the title: where and when the runs were made.
+    pub caption: Vec<String>,
 }
 
 fn series_of(p: &Point) -> String {
@@ -30,6 +34,11 @@ impl ModelFigure {
         if points.is_empty() {
             return Err(Error("no runs with a finite time to draw".into()));
         }
+        let mut points = points;
+        // Runs in order of series (first seen), then pattern: the order of the third panel.
+        let first: Vec<String> = points.iter().map(series_of).collect();
+        let rank_of = |p: &Point| first.iter().position(|s| *s == series_of(p)).unwrap_or(0);
+        points.sort_by_key(|p| (rank_of(p), p.p, p.run.nodes, p.run.processes));
         let mut series = Vec::new();
         for p in &points {
             let s = series_of(p);
@@ -41,6 +50,7 @@ impl ModelFigure {
             points,
             fits,
             series,
+            caption: Vec::new(),
         })
     }
 }
@@ -82,9 +92,10 @@ impl Figure for ModelFigure {
             "Parallel overhead model: {n} runs, {} series",
             self.series.len()
         );
-        let caption = vec![
-            "ε = S/p, f = 1/ε − 1 against each series' reference run; fits without intercept (f = 0 at the reference)".to_string(),
+        let mut caption = vec![
+            "ε = S/p, f = 1/ε − 1 against each series' reference run; p = threads × processes × nodes; fits without intercept (f = 0 at the reference)".to_string(),
         ];
+        caption.extend(self.caption.iter().cloned());
         let mid = frame(area, &title, &caption)?;
         let cells = mid.split_evenly((2, 2));
         // Series are (application, size) here, not implementations: colours in order.
@@ -96,19 +107,12 @@ impl Figure for ModelFigure {
                 .position(|x| *x == s)
                 .map_or(looks[0], |i| looks[i])
         };
-        // (factor on x, what on y, which panel)
-        let panels: [(Factor, bool, &str); 3] = [
-            (Factor::PPerN, true, "efficiency against p/N"),
-            (Factor::PPerN, false, "overhead against p/N"),
-            (
-                Factor::P,
-                false,
-                "overhead against the pattern (p = threads × nodes)",
-            ),
-        ];
-        let mut fit_legend: Vec<(RGBColor, bool, String)> = Vec::new();
-        for (ci, (cell, (factor, eff, name))) in cells.iter().zip(panels).enumerate() {
-            let xs: Vec<f64> = self.points.iter().map(|p| x_of(p, factor)).collect();
+        let fit_colour = |fi: usize| FIT_COLOURS[fi % FIT_COLOURS.len()];
+        let usable = |f: &Fit| f.coef.iter().all(|c| c.is_finite());
+        // Panels 1 and 2: efficiency and overhead against p/N.
+        for (ci, eff) in [(0usize, true), (1, false)] {
+            let cell = &cells[ci];
+            let xs: Vec<f64> = self.points.iter().map(|p| x_of(p, Factor::PPerN)).collect();
             let ys: Vec<f64> = self
                 .points
                 .iter()
@@ -129,12 +133,7 @@ impl Figure for ModelFigure {
                     xlog,
                     ylog: false,
                     x_desc: format!(
-                        "{}{}",
-                        if factor == Factor::P {
-                            "parallelism p (threads × nodes)"
-                        } else {
-                            "p/N (inverse grain size, 1/points)"
-                        },
+                        "p/N (inverse grain size, 1/points){}",
                         if xlog { ", log scale" } else { "" }
                     ),
                     y_desc: if eff {
@@ -142,43 +141,105 @@ impl Figure for ModelFigure {
                     } else {
                         "overhead f (fraction)".into()
                     },
-                    caption: Some(name.to_string()),
-                    whole: (factor == Factor::P, false),
+                    caption: Some(
+                        if eff {
+                            "efficiency against p/N"
+                        } else {
+                            "overhead against p/N, with its one-factor fit"
+                        }
+                        .into(),
+                    ),
+                    whole: (false, false),
+                    x_names: None,
                 },
             )?;
             if !eff {
                 for (fi, f) in self.fits.iter().enumerate() {
-                    if !f.coef.iter().all(|c| c.is_finite()) {
+                    if f.factors != [Factor::PPerN] || !usable(f) {
                         continue;
                     }
-                    let colour = FIT_COLOURS[fi % FIT_COLOURS.len()];
-                    if f.factors == [factor] {
-                        // f = a·x: a straight line (a curve on a log axis), sampled.
-                        let a = f.coef[0];
-                        // Only where the line is inside the panel (it is one piece).
-                        let line: Vec<(i32, i32)> = (0..=60)
-                            .filter_map(|k| {
-                                let t = x0 + (x1 - x0) * f64::from(k) / 60.0;
-                                let x = if xlog { 10f64.powf(t) } else { t };
-                                let y = a * x;
-                                (y0..=y1).contains(&y).then(|| px(t, y))
-                            })
-                            .collect();
-                        cell.draw(&PathElement::new(line, colour.stroke_width(2)))
-                            .map_err(Error::drawing)?;
-                        fit_legend.push((colour, true, formula(f)));
-                    } else if f.factors.len() > 1 && ci == 1 {
-                        for p in &self.points {
-                            let at = px(on(xlog, x_of(p, factor)), f.predict(p).clamp(y0, y1));
-                            cell.draw(&Circle::new(at, 6, colour.stroke_width(1)))
-                                .map_err(Error::drawing)?;
-                        }
-                        fit_legend.push((colour, false, format!("{} (rings)", formula(f))));
-                    }
+                    // f = a·x: a straight line (a curve on a log axis), sampled, only where it
+                    // is inside the panel (it is one piece).
+                    let a = f.coef[0];
+                    let line: Vec<(i32, i32)> = (0..=60)
+                        .filter_map(|k| {
+                            let t = x0 + (x1 - x0) * f64::from(k) / 60.0;
+                            let x = if xlog { 10f64.powf(t) } else { t };
+                            let y = a * x;
+                            (y0..=y1).contains(&y).then(|| px(t, y))
+                        })
+                        .collect();
+                    cell.draw(&PathElement::new(line, fit_colour(fi).stroke_width(2)))
+                        .map_err(Error::drawing)?;
                 }
             }
             for (p, (x, y)) in self.points.iter().zip(xs.iter().zip(&ys)) {
                 style::mark(cell, px(on(xlog, *x), *y), look_of(p), 4).map_err(Error::drawing)?;
+            }
+        }
+        // Panel 3: measured f of every run (marks) and each fit's f (a line per fit, broken
+        // between series), the runs in order of series and pattern.
+        {
+            let cell = &cells[2];
+            let measured: Vec<f64> = self.points.iter().map(|p| p.overhead).collect();
+            let mut yv = measured.clone();
+            for f in self.fits.iter().filter(|f| usable(f)) {
+                yv.extend(self.points.iter().map(|p| f.predict(p)));
+            }
+            let (y0, y1, _) = span(&yv, true);
+            // Name every run's pattern where they fit (about 24 across the panel).
+            let every = n.div_ceil(24).max(1);
+            let names: Vec<String> = self
+                .points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    if i % every == 0 {
+                        p.run.pattern()
+                    } else {
+                        String::new()
+                    }
+                })
+                .collect();
+            let px = axes(
+                cell,
+                &Axes {
+                    x: (-0.5, n as f64 - 0.5),
+                    y: (y0, y1),
+                    xlog: false,
+                    ylog: false,
+                    x_desc: "run: pattern t×m×n (threads × processes × nodes), by series".into(),
+                    y_desc: "overhead f (fraction)".into(),
+                    caption: Some("measured f (marks) and each fit's f (lines)".into()),
+                    whole: (true, false),
+                    x_names: Some(names),
+                },
+            )?;
+            for (fi, f) in self.fits.iter().enumerate() {
+                if !usable(f) {
+                    continue;
+                }
+                let colour = fit_colour(fi);
+                let style = if f.factors.len() > 1 {
+                    colour.stroke_width(2)
+                } else {
+                    colour.stroke_width(1)
+                };
+                for s in &self.series {
+                    let line: Vec<(i32, i32)> = self
+                        .points
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, p)| series_of(p) == *s)
+                        .map(|(i, p)| px(i as f64, f.predict(p).clamp(y0, y1)))
+                        .collect();
+                    cell.draw(&PathElement::new(line, style))
+                        .map_err(Error::drawing)?;
+                }
+            }
+            for (i, p) in self.points.iter().enumerate() {
+                style::mark(cell, px(i as f64, p.overhead), look_of(p), 4)
+                    .map_err(Error::drawing)?;
             }
         }
         // The fourth cell: the legend.
@@ -192,21 +253,19 @@ impl Figure for ModelFigure {
             y += 22;
         }
         y += 8;
-        for (colour, line, text) in &fit_legend {
-            if *line {
-                legend
-                    .draw(&PathElement::new(
-                        vec![(6, y), (32, y)],
-                        colour.stroke_width(2),
-                    ))
-                    .map_err(Error::drawing)?;
-            } else {
-                legend
-                    .draw(&Circle::new((20, y), 6, colour.stroke_width(1)))
-                    .map_err(Error::drawing)?;
+        for (fi, f) in self.fits.iter().enumerate() {
+            if !usable(f) {
+                continue;
             }
+            let width = if f.factors.len() > 1 { 2 } else { 1 };
             legend
-                .draw(&Text::new(text.clone(), (40, y - 8), super::font(13.0)))
+                .draw(&PathElement::new(
+                    vec![(6, y), (32, y)],
+                    fit_colour(fi).stroke_width(width),
+                ))
+                .map_err(Error::drawing)?;
+            legend
+                .draw(&Text::new(formula(f), (40, y - 8), super::font(13.0)))
                 .map_err(Error::drawing)?;
             y += 22;
         }

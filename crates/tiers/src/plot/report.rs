@@ -182,8 +182,11 @@ impl Table {
                 .get("hostname")
                 .and_then(Value::as_str)
                 .map(str::to_string);
+            // The machine's own round trip; a `limit` row that measured one in the run wins.
+            t.round_trip_ns = m.get("round_trip_ns").and_then(Value::as_f64);
         }
         t.date = obj.get("date").and_then(Value::as_str).map(str::to_string);
+        let mut measured_rt: Option<f64> = None;
         for (i, r) in results.iter().enumerate() {
             let Some(ro) = r.as_object() else {
                 return Err(Error(format!(
@@ -211,7 +214,9 @@ impl Table {
                     continue;
                 }
                 if k == "ns_per_round_trip" {
-                    t.round_trip_ns = t.round_trip_ns.or(v.as_f64());
+                    if let Some(rt) = v.as_f64() {
+                        measured_rt.get_or_insert(rt);
+                    }
                     continue;
                 }
                 match v {
@@ -223,20 +228,23 @@ impl Table {
                 }
             }
             if imp == tiers_bench::limit::IMPL
-                && t.round_trip_ns.is_none()
+                && measured_rt.is_none()
                 && t.unit == "ns"
                 && ro
                     .get("measured")
                     .and_then(Value::as_str)
                     .is_some_and(|m| m.starts_with("cache-line round trip"))
             {
-                t.round_trip_ns = Some(value).filter(|v| v.is_finite());
+                measured_rt = Some(value).filter(|v| v.is_finite());
             }
             t.rows.push(Row {
                 imp: imp.to_string(),
                 params,
                 value,
             });
+        }
+        if measured_rt.is_some() {
+            t.round_trip_ns = measured_rt;
         }
         Ok(t)
     }

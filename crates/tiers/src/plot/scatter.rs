@@ -18,6 +18,10 @@ pub struct Scatter {
     pub xy: Vec<(f64, f64)>,
     /// Colourings: a name (`clusters found`, `reference`) and one label per point.
     pub colourings: Vec<(String, Vec<usize>)>,
+    /// Reference points (`tiers mds --reference`) on the same axes as `xy`: drawn in a panel of
+    /// their own beside each colouring's, coloured alike, so that agreement shows as the same
+    /// picture twice.
+    pub reference: Option<Vec<(f64, f64)>>,
     /// Caption lines.
     pub caption: Vec<String>,
 }
@@ -42,8 +46,46 @@ impl Scatter {
             title,
             xy: tiers_apps::projection::principal_axes(points, d),
             colourings: Vec::new(),
+            reference: None,
             caption: Vec::new(),
         })
+    }
+
+    /// A scatter of `points` beside `reference` (both N×d): ours fitted onto the reference by
+    /// Procrustes (rotation, reflection, scale, shift), then both projected on the principal
+    /// axes of the two together, so that both panels share one frame.
+    pub fn with_reference(
+        points: &[f64],
+        reference: &[f64],
+        d: usize,
+        title: String,
+    ) -> Result<Scatter> {
+        let mut fig = Scatter::new(points, d, title)?;
+        if reference.len() != points.len() {
+            return Err(Error(format!(
+                "the reference has {} points, the configuration {}",
+                reference.len() / d.max(1),
+                points.len() / d.max(1)
+            )));
+        }
+        if let Some(i) = reference.iter().position(|v| !v.is_finite()) {
+            return Err(Error(format!(
+                "reference point {} has a coordinate that is not a finite number; nothing drawn",
+                i / d
+            )));
+        }
+        let fit = tiers_apps::compare::procrustes(points, reference, d);
+        let mut joint = fit.fitted;
+        joint.extend_from_slice(reference);
+        let mut xy = tiers_apps::projection::principal_axes(&joint, d);
+        let theirs = xy.split_off(xy.len() / 2);
+        fig.xy = xy;
+        fig.reference = Some(theirs);
+        fig.caption.push(format!(
+            "right: the --reference points; left: ours after a Procrustes fit onto them (disparity {:.4}), both on the principal axes of the two together",
+            fit.disparity
+        ));
+        Ok(fig)
     }
 
     /// Adds a colouring (one label per point).
@@ -60,6 +102,9 @@ impl Scatter {
     }
 }
 
+/// One panel: the points on their axes, its title, one label per point.
+type Panel<'a> = (&'a [(f64, f64)], String, &'a [usize]);
+
 /// The look of cluster `label`: colours first, then markers.
 pub fn cluster_look(label: usize) -> Look {
     Look::of_slot(label)
@@ -74,9 +119,17 @@ impl Figure for Scatter {
         } else {
             &self.colourings
         };
-        let cells = mid.split_evenly((1, colourings.len()));
+        // Each colouring of our points, and of the reference's beside it when there is one.
+        let mut panels: Vec<Panel<'_>> = Vec::new();
+        for (name, labels) in colourings {
+            panels.push((&self.xy, format!("coloured by {name}"), labels));
+            if let Some(r) = &self.reference {
+                panels.push((r, format!("reference points, by {name}"), labels));
+            }
+        }
+        let cells = mid.split_evenly((1, panels.len()));
         let r = if self.xy.len() > 3000 { 2 } else { 3 };
-        for (cell, (name, labels)) in cells.iter().zip(colourings) {
+        for (cell, (xy, name, labels)) in cells.iter().zip(panels) {
             let (w, _) = cell.dim_in_pixel();
             let (plot, legend) = cell.split_horizontally(w.saturating_sub(150));
             let px = axes(
@@ -88,8 +141,9 @@ impl Figure for Scatter {
                     ylog: false,
                     x_desc: "principal axis 1 (scaled to 0..1)".into(),
                     y_desc: "principal axis 2 (scaled to 0..1)".into(),
-                    caption: Some(format!("coloured by {name}")),
+                    caption: Some(name),
                     whole: (false, false),
+                    x_names: None,
                 },
             )?;
             // Colours by order of first appearance, not by label number: two labellings that
@@ -101,7 +155,7 @@ impl Figure for Scatter {
                 }
             }
             let look = |l: usize| cluster_look(order.iter().position(|&o| o == l).unwrap_or(0));
-            for (&(x, y), &l) in self.xy.iter().zip(labels) {
+            for (&(x, y), &l) in xy.iter().zip(labels) {
                 style::mark(&plot, px(x, y), look(l), r).map_err(Error::drawing)?;
             }
             let mut sizes: Vec<(usize, usize)> = Vec::new();
