@@ -198,16 +198,19 @@ pub struct RowBlock {
     pub data: Vec<f32>,
 }
 
-/// The segments [`pairwise_ranks`] uses: every rank's rows, and its transposed columns.
-const ROWS_SEG: tiers_cluster::SegId = tiers_cluster::SegId(0);
-/// See [`ROWS_SEG`].
-const COLUMNS_SEG: tiers_cluster::SegId = tiers_cluster::SegId(1);
+/// The segments [`pairwise_ranks`] uses: the part of every rank's rows right of its block,
+/// which it sends ...
+const OUT_SEG: tiers_cluster::SegId = tiers_cluster::SegId(0);
+/// ... and the part left of its block, which it receives (by source row).
+const IN_SEG: tiers_cluster::SegId = tiers_cluster::SegId(1);
 
 /// The distance matrix computed by every thread of every rank of `world`, each rank owning the
 /// rows [`owned_rows`] gives it: a rank computes the upper part of its rows (each pair once in
 /// the whole job), then writes the columns it computed below other ranks' diagonals into their
-/// rows (one write per column). The entries are the bytes [`pairwise`] computes, whatever the
-/// pattern. Memory per rank: its rows and as many transposed columns, O(N²/p). Collective.
+/// rows (one write per row and later rank, of the piece over that rank's rows; the receiver
+/// transposes them into place). The entries are the bytes [`pairwise`] computes, whatever the
+/// pattern. Memory per rank: its rows, and the parts of them it sends and receives, O(N²/p).
+/// Collective.
 ///
 /// # Errors
 ///
@@ -251,54 +254,156 @@ pub fn pairwise_ranks(
             data[(j - rows.start) * n + i] = data[(i - rows.start) * n + j];
         }
     }
-    // Columns j >= rows.end of this block, transposed: row j of the matrix, columns `rows`.
+    // The lower part left of this block (columns 0..rows.start) was computed by the ranks
+    // before this one, as the upper part of their rows. Each rank puts the part of its rows
+    // right of its block (columns rows.end..n) into its OUT segment, and writes, for each of
+    // its rows j and each later rank r, the piece of row j over r's rows (contiguous) into r's
+    // IN segment at source row j. Only those parts travel and are copied, not whole rows.
     let below = n - rows.end;
-    let mut columns = vec![0f32; below * len];
-    for (k, j) in (rows.end..n).enumerate() {
-        for i in rows.clone() {
-            columns[k * len + (i - rows.start)] = data[(i - rows.start) * n + j];
-        }
+    let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let out = world
+        .segment(OUT_SEG, (len * below * 4).max(4))
+        .map_err(cluster)?;
+    let inn = world
+        .segment(IN_SEG, (rows.start * len * 4).max(4))
+        .map_err(cluster)?;
+    for k in 0..len {
+        let right = &data[k * n + rows.end..(k + 1) * n];
+        out.write(k * below * 4, &floats(right)).map_err(cluster)?;
     }
-    let as_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
-    let mine = world
-        .segment(ROWS_SEG, (len * n * 4).max(4))
-        .map_err(cluster)?;
-    let cols = world
-        .segment(COLUMNS_SEG, (below * len * 4).max(4))
-        .map_err(cluster)?;
-    mine.write(0, &as_bytes(&data)).map_err(cluster)?;
-    cols.write(0, &as_bytes(&columns)).map_err(cluster)?;
-    drop(columns);
-    // Every rank's rows are in place before any column lands in them.
-    world.barrier(Timeout::Block).map_err(cluster)?;
-    if len > 0 {
+    // Every rank's IN segment exists before any piece lands in it (segment creation is
+    // collective, so it does).
+    if len > 0 && below > 0 {
         let q = world.queue(0).map_err(cluster)?;
-        let starts: Vec<usize> = (0..size).map(|r| owned_rows(n, size, r).start).collect();
-        for (k, j) in (rows.end..n).enumerate() {
-            let owner = starts.partition_point(|&s| s <= j) - 1;
-            let at = ((j - starts[owner]) * n + rows.start) * 4;
-            q.write(COLUMNS_SEG.at(k * len * 4), ROWS_SEG.on(owner, at), len * 4)
+        let mut posted = 0usize;
+        for r in rank + 1..size {
+            let theirs = owned_rows(n, size, r);
+            if theirs.is_empty() {
+                continue;
+            }
+            let (from, width) = (theirs.start - rows.end, theirs.len());
+            for (k, j) in rows.clone().enumerate() {
+                q.write(
+                    OUT_SEG.at((k * below + from) * 4),
+                    IN_SEG.on(r, j * width * 4),
+                    width * 4,
+                )
                 .map_err(cluster)?;
-            if k % 256 == 255 {
-                q.wait(Timeout::Block).map_err(cluster)?;
+                posted += 1;
+                if posted % 256 == 0 {
+                    q.wait(Timeout::Block).map_err(cluster)?;
+                }
             }
         }
         q.wait(Timeout::Block).map_err(cluster)?;
     }
     world.barrier(Timeout::Block).map_err(cluster)?;
-    let mut bytes = vec![0u8; len * n * 4];
-    mine.read(0, &mut bytes).map_err(cluster)?;
-    for (d, b) in data.iter_mut().zip(bytes.chunks_exact(4)) {
-        *d = f32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+    // IN holds d(j, i) for j < rows.start by source row j: transpose it into the rows, a
+    // band of source rows at a time.
+    const BAND: usize = 64;
+    let mut band = vec![0u8; BAND * len * 4];
+    for j0 in (0..rows.start).step_by(BAND) {
+        let j1 = (j0 + BAND).min(rows.start);
+        let bytes = &mut band[..(j1 - j0) * len * 4];
+        inn.read(j0 * len * 4, bytes).map_err(cluster)?;
+        let vals: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        for k in 0..len {
+            let row = &mut data[k * n + j0..k * n + j1];
+            for (dj, d) in row.iter_mut().enumerate() {
+                *d = vals[dj * len + k];
+            }
+        }
     }
-    drop((mine, cols));
+    drop((out, inn));
     world
-        .segment_delete(COLUMNS_SEG, Timeout::Block)
+        .segment_delete(IN_SEG, Timeout::Block)
         .map_err(cluster)?;
     world
-        .segment_delete(ROWS_SEG, Timeout::Block)
+        .segment_delete(OUT_SEG, Timeout::Block)
         .map_err(cluster)?;
     Ok(RowBlock { n, rows, data })
+}
+
+/// This rank's rows of the matrix moved from the blocks [`pairwise_ranks`] gives (balanced
+/// pairs, [`owned_rows`]) to the blocks of [`even_rows`], for the stages after the distances
+/// whose work is the same on every row (clustering, MDS). Each rank writes the overlap of its
+/// rows with every rank's new rows into that rank's segment, so every row travels once at most.
+/// Collective.
+///
+/// # Errors
+///
+/// A cluster-tier error (a failed rank, a segment that cannot be made) as
+/// [`Error::Invalid`](crate::Error::Invalid), or blocks that do not tile the matrix in rank
+/// order.
+pub fn even_blocks(world: &tiers_cluster::World, block: RowBlock) -> crate::Result<RowBlock> {
+    use tiers_cluster::Timeout;
+    let cluster =
+        |e: tiers_cluster::Error| crate::Error::Invalid(format!("rows across ranks: {e}"));
+    let (n, rank, size) = (block.n, world.rank(), world.size());
+    let want = even_rows(n, size, rank);
+    if block.rows != owned_rows(n, size, rank) {
+        return Err(crate::Error::Invalid(format!(
+            "rows across ranks: rank {rank} holds rows {:?}, not the distances' block {:?}",
+            block.rows,
+            owned_rows(n, size, rank)
+        )));
+    }
+    if want == block.rows {
+        // Nothing moves for anyone (one rank); the others agree, as every rank computes both.
+        if (0..size).all(|r| even_rows(n, size, r) == owned_rows(n, size, r)) {
+            return Ok(block);
+        }
+    }
+    let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let row = n * 4;
+    let from = world
+        .segment(OUT_SEG, (block.rows.len() * row).max(4))
+        .map_err(cluster)?;
+    let to = world
+        .segment(IN_SEG, (want.len() * row).max(4))
+        .map_err(cluster)?;
+    from.write(0, &floats(&block.data)).map_err(cluster)?;
+    let q = world.queue(0).map_err(cluster)?;
+    for r in 0..size {
+        let theirs = even_rows(n, size, r);
+        let (lo, hi) = (
+            theirs.start.max(block.rows.start),
+            theirs.end.min(block.rows.end),
+        );
+        if lo >= hi {
+            continue;
+        }
+        q.write(
+            OUT_SEG.at((lo - block.rows.start) * row),
+            IN_SEG.on(r, (lo - theirs.start) * row),
+            (hi - lo) * row,
+        )
+        .map_err(cluster)?;
+    }
+    q.wait(Timeout::Block).map_err(cluster)?;
+    world.barrier(Timeout::Block).map_err(cluster)?;
+    drop(block);
+    let mut bytes = vec![0u8; want.len() * row];
+    to.read(0, &mut bytes).map_err(cluster)?;
+    let data = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    drop((from, to));
+    world
+        .segment_delete(IN_SEG, Timeout::Block)
+        .map_err(cluster)?;
+    world
+        .segment_delete(OUT_SEG, Timeout::Block)
+        .map_err(cluster)?;
+    Ok(RowBlock {
+        n,
+        rows: want,
+        data,
+    })
 }
 
 /// Counts finished pairs and reports each further tenth.
@@ -431,6 +536,22 @@ mod tests {
                     joined.extend_from_slice(&b.data);
                 }
                 assert_eq!(joined, a.data, "{metric:?} on {ranks} ranks");
+                // Moved to even blocks: the same matrix, cut evenly.
+                let even = tiers_cluster::run_local(ranks, |w| {
+                    let p = Pool::builder().threads(1).build().unwrap();
+                    let b = pairwise_ranks(w, &p, &s, metric, |_, _| {}).unwrap();
+                    even_blocks(w, b).unwrap()
+                })
+                .unwrap();
+                let mut joined = Vec::new();
+                for (r, b) in even.iter().enumerate() {
+                    assert_eq!(b.rows, even_rows(a.n, ranks, r));
+                    joined.extend_from_slice(&b.data);
+                }
+                assert_eq!(
+                    joined, a.data,
+                    "{metric:?} moved to even blocks on {ranks} ranks"
+                );
             }
             for i in 0..a.n {
                 assert_eq!(a.get(i, i), 0.0);

@@ -378,6 +378,8 @@ fn ranks(
         matrix::Format::SpidalLe,
         &block,
     )?;
+    // Clustering and MDS cost the same per row: cut the rows evenly for them.
+    let block = distance::even_blocks(w, block)?;
     let t_dist = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut powered = block.clone();
