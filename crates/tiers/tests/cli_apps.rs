@@ -279,6 +279,7 @@ fn render_is_the_same_image_whatever_the_schedule() {
         ("shm", "static", "1"),
         ("local", "dynamic", "1"),
         ("shm", "dynamic", "2"),
+        ("tcp", "dynamic", "2"),
     ] {
         let png = dir.path(&format!("ranks-{engine}-{sched}-{threads}.png"));
         let (_, err) = ok(&[
@@ -602,7 +603,14 @@ fn distances_across_ranks_are_the_same_bytes() {
         }
         assert!(ok1, "{err}");
         let want = std::fs::read(&one).unwrap();
-        for (engine, n, threads) in [("shm", "2", "1"), ("shm", "3", "1"), ("local", "2", "2")] {
+        // 1x2x1, 1x3x1, 2x2x1 (threads x ranks x hosts) on every engine of one host.
+        for (engine, n, threads) in [
+            ("shm", "2", "1"),
+            ("shm", "3", "1"),
+            ("shm", "2", "2"),
+            ("local", "2", "2"),
+            ("tcp", "2", "1"),
+        ] {
             let out = dir.path(&format!("{engine}-{n}-{threads}.{ext}"));
             let (_, err) = ok(&[
                 "run",
@@ -650,7 +658,13 @@ fn mds_across_ranks_gives_the_same_points() {
     ok(&["mds", &d, "--out", &one, "--max-iter", "40", "--quiet"]);
     let want = std::fs::read(&one).unwrap();
     let exe = env!("CARGO_BIN_EXE_tiers");
-    for (engine, n, threads) in [("shm", "2", "1"), ("shm", "3", "1"), ("local", "2", "2")] {
+    for (engine, n, threads) in [
+        ("shm", "2", "1"),
+        ("shm", "3", "1"),
+        ("shm", "2", "2"),
+        ("local", "2", "2"),
+        ("tcp", "2", "1"),
+    ] {
         let out = dir.path(&format!("{engine}-{n}-{threads}.csv"));
         let plot = dir.path(&format!("{engine}-{n}-{threads}.svg"));
         let (_, err) = ok(&[
@@ -696,6 +710,7 @@ fn mds_across_ranks_gives_the_same_points() {
             ("shm", "2", "loop"),
             ("local", "3", "loop"),
             ("shm", "2", "messages"),
+            ("tcp", "2", "loop"),
         ] {
             let outp = dir.path(&format!("c-{engine}-{n}-{spidal}-{style}.txt"));
             let mut ar = vec![

@@ -106,13 +106,15 @@ fn pipeline_across_ranks_writes_the_bytes_of_one_process() {
     let alone = pipeline_under(&[], "alone", &args);
     let procs = pipeline_under(&["-n", "2"], "procs", &args);
     let threads = pipeline_under(&["-n", "3", "--engine", "local"], "local", &args);
+    let tcp = pipeline_under(&["-n", "3", "--engine", "tcp", "--no-pin"], "tcp", &args);
     assert_same_outputs(&alone, &procs);
     assert_same_outputs(&alone, &threads);
+    assert_same_outputs(&alone, &tcp);
     let s: Value =
         serde_json::from_str(&std::fs::read_to_string(procs.join("summary.json")).unwrap())
             .unwrap();
     assert_eq!(s["ranks"], 2);
-    for d in [alone, procs, threads] {
+    for d in [alone, procs, threads, tcp] {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
