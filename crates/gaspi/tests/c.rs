@@ -220,3 +220,71 @@ fn readme_example_builds_with_pkg_config_and_runs() {
         }
     }
 }
+
+/// GPI-2's own micro-benchmarks (`../shared/peers/GPI-2/tests/microbenchmarks`, test input that
+/// is never copied here) through `tiers bench gaspi-micro`: their tables parse into rows of
+/// microseconds per operation with a limit beside them. Skipped, saying why, without a C
+/// compiler, the `tiers` binary or the peers folder.
+#[test]
+fn gpi2_micro_benchmarks_run_side_by_side() {
+    let Some(_) = compiler() else {
+        eprintln!("gaspi-micro skipped: no C compiler");
+        return;
+    };
+    let tiers = out_dir().join("tiers");
+    let src = Path::new(CRATE).join("../../../shared/peers/GPI-2/tests/microbenchmarks");
+    if !tiers.exists() || !src.is_dir() {
+        eprintln!(
+            "gaspi-micro skipped: {} or {} is absent",
+            tiers.display(),
+            src.display()
+        );
+        return;
+    }
+    let out = Command::new(&tiers)
+        .args([
+            "bench",
+            "gaspi-micro",
+            "--json",
+            "--quiet",
+            "--min-time",
+            "0.05",
+            "--",
+        ])
+        .args([
+            "--rounds",
+            "1",
+            "--only",
+            "barrier,allreduce,write_lat",
+            "--src",
+        ])
+        .arg(&src)
+        .env_remove("GPI2_DIR")
+        .output()
+        .expect("tiers bench gaspi-micro");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).expect("a JSON report");
+    let rows = j["results"].as_array().expect("results");
+    let tiers_rows = |p: &str| {
+        rows.iter()
+            .filter(|r| r["program"] == p && r["impl"] == "tiers")
+            .count()
+    };
+    assert_eq!(tiers_rows("barrier"), 1, "{text}");
+    assert!(tiers_rows("allreduce") >= 255, "{text}");
+    assert!(tiers_rows("write_lat") >= 10, "{text}");
+    for r in rows.iter().filter(|r| r["impl"] == "tiers") {
+        let v = r["value"].as_f64().expect("a value");
+        assert!(v > 0.0 && v < 1e6, "{r}");
+    }
+    assert!(rows
+        .iter()
+        .any(|r| r["impl"] == "limit" && r["program"] == "barrier"));
+    let notes = j["notes"].to_string();
+    assert!(notes.contains("GPI-2 not run"), "{notes}");
+}

@@ -23,7 +23,7 @@ use tiers_cluster::launch::Job;
 
 const SOURCE: &str = include_str!("../../../gaspi/bench/gaspi_bench.c");
 /// Where GPI-2 is installed (`include/`, `lib/` or `lib64/`).
-const GPI2_VAR: &str = "GPI2_DIR";
+pub(super) const GPI2_VAR: &str = "GPI2_DIR";
 /// Rounds of (tiers, GPI-2) runs; the rows are medians over them.
 const ROUNDS: usize = 3;
 /// A run that takes longer than this has hung.
@@ -33,7 +33,7 @@ const LIMIT: Duration = Duration::from_secs(300);
 type Results = BTreeMap<(String, u64), f64>;
 
 /// The C compiler (`$CC`, else `cc`) if it runs.
-fn compiler() -> Option<String> {
+pub(super) fn compiler() -> Option<String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let ok = Command::new(&cc)
         .arg("--version")
@@ -67,7 +67,7 @@ fn compile(cc: &str, src: &Path, inc: &Path, lib: &Path, name: &str, out: &Path)
 }
 
 /// GPI-2's include and library directories under `GPI2_DIR`, or why not.
-fn gpi2() -> Result<(PathBuf, PathBuf), String> {
+pub(super) fn gpi2() -> Result<(PathBuf, PathBuf), String> {
     let dir = std::env::var_os(GPI2_VAR).map(PathBuf::from).ok_or_else(|| {
         format!(
             "GPI-2 not run: {GPI2_VAR} is not set (build ../shared/peers/GPI-2 with --with-ethernet \

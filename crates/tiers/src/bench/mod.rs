@@ -14,6 +14,7 @@ mod apps;
 mod cluster;
 mod fft2d;
 mod gaspi;
+mod gaspi_micro;
 mod hybrid;
 mod is;
 mod md;
@@ -255,6 +256,13 @@ pub static BENCHES: &[Bench] = &[
         peers: "the same program linked against GPI-2 (GPI2_DIR: its install prefix, Ethernet device)",
         launch: Launch::StartsRanks,
         run: gaspi::run,
+    },
+    Bench {
+        name: "gaspi-micro",
+        measures: "us per operation of GPI-2's own 13 micro-benchmarks (their sources, unmodified) on 2 ranks: ping_pong, read/write latency and bandwidth by size, barrier, allreduce by elements, init time",
+        peers: "the same sources linked against GPI-2 (GPI2_DIR: its install prefix, Ethernet device)",
+        launch: Launch::StartsRanks,
+        run: gaspi_micro::run,
     },
     Bench {
         name: "is",

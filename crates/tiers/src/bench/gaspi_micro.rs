@@ -1,0 +1,498 @@
+//! `tiers bench gaspi-micro`: GPI-2's own micro-benchmarks (`tests/microbenchmarks` of the
+//! GPI-2 sources: ping_pong, write/read latency and bandwidth, barrier, allreduce, init time…),
+//! their sources unmodified, compiled once against tiers' `libtiers_gaspi` and once against
+//! GPI-2 itself (`GPI2_DIR`, built with its Ethernet device), and run side by side with 2 ranks
+//! pinned to the same two processors: tiers' under `tiers gaspi run -n 2` (shm engine), GPI-2's
+//! started with the environment its `gaspi_run` sets. The two alternate round by round; each
+//! row is the median over the rounds of the figure the program itself prints, in microseconds
+//! per operation (bandwidth programs: the bytes over the printed MB/s).
+//!
+//! Options after `--`: `--src DIR` (the micro-benchmarks; default `../shared/peers/GPI-2/tests/
+//! microbenchmarks`, or `$TIERS_PEERS/GPI-2/tests/microbenchmarks`), `--rounds R` (default 3),
+//! `--only a,b` (programs by name).
+
+use super::gaspi::{compiler, gpi2, GPI2_VAR};
+use super::{Ctx, Outcome};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tiers_bench::{compare, limit, median, progress, Report};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A program's run longer than this has hung.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// What a program prints, and how its figures read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `bytes  µs` per line.
+    Latency,
+    /// `bytes  MB/s  Mpps` per line: µs per message = bytes / (MB/s).
+    Bandwidth,
+    /// `elements  sum  µs usecs` per line.
+    Reduce,
+    /// One `time: µs usec` line.
+    Barrier,
+    /// `gaspi_proc_init time for N ranks: seconds` lines.
+    Init,
+}
+
+fn shape_of(program: &str) -> Shape {
+    match program {
+        p if p.ends_with("_bw") => Shape::Bandwidth,
+        p if p.contains("allreduce") => Shape::Reduce,
+        p if p.contains("barrier") => Shape::Barrier,
+        p if p.starts_with("init_time") => Shape::Init,
+        _ => Shape::Latency,
+    }
+}
+
+/// The figures of one run: size (bytes, elements, or 0) -> µs per operation. Each size's first
+/// line counts (rank 0 prints the table).
+fn parse(program: &str, text: &str) -> BTreeMap<u64, f64> {
+    let shape = shape_of(program);
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let nums: Vec<f64> = line
+            .split(|c: char| c.is_whitespace() || c == ':')
+            .filter_map(|t| t.parse::<f64>().ok())
+            .collect();
+        let (size, us) = match shape {
+            Shape::Barrier if line.trim_start().starts_with("time") => match nums[..] {
+                [v] => (0, v),
+                _ => continue,
+            },
+            Shape::Init if line.contains("gaspi_proc_init time") => match nums[..] {
+                [n, s] => (n as u64, s * 1e6),
+                _ => continue,
+            },
+            Shape::Latency => match nums[..] {
+                [b, v] if b >= 1.0 && b.fract() == 0.0 => (b as u64, v),
+                _ => continue,
+            },
+            Shape::Bandwidth => match nums[..] {
+                [b, bw, _] if b >= 1.0 && b.fract() == 0.0 && bw > 0.0 => (b as u64, b / bw),
+                _ => continue,
+            },
+            Shape::Reduce => match nums[..] {
+                [e, _, v] if e >= 1.0 && e.fract() == 0.0 => (e as u64, v),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if us.is_finite() && us >= 0.0 {
+            out.entry(size).or_insert(us);
+        }
+    }
+    out
+}
+
+/// The micro-benchmark programs: those GPI-2's `Makefile.am` builds (`bin/NAME.bin`).
+fn programs(src: &Path) -> Res<Vec<String>> {
+    let make = std::fs::read_to_string(src.join("Makefile.am"))
+        .map_err(|e| format!("{}: {e}", src.join("Makefile.am").display()))?;
+    let mut v: Vec<String> = Vec::new();
+    for tok in make.split_whitespace() {
+        if let Some(name) = tok
+            .strip_prefix("bin/")
+            .and_then(|t| t.strip_suffix(".bin"))
+        {
+            if src.join(format!("{name}.c")).exists() && !v.iter().any(|x| x == name) {
+                v.push(name.to_string());
+            }
+        }
+    }
+    if v.is_empty() {
+        return Err(format!("{}: names no micro-benchmark", src.display()).into());
+    }
+    Ok(v)
+}
+
+fn compile(
+    cc: &str,
+    src: &Path,
+    prog: &str,
+    inc: &Path,
+    lib: &Path,
+    name: &str,
+    out: &Path,
+) -> Res<()> {
+    let o = Command::new(cc)
+        .args(["-O2", "-w"])
+        .arg(format!("-I{}", inc.display()))
+        .arg(src.join(format!("{prog}.c")))
+        .arg(src.join("common.c"))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-l{name}"))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-pthread")
+        .arg("-o")
+        .arg(out)
+        .output()?;
+    if !o.status.success() {
+        return Err(format!(
+            "{prog} against {}: {}",
+            lib.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Waits for `kids` up to [`LIMIT`]; whether all ended with status 0.
+fn wait_all(kids: &mut [std::process::Child]) -> Res<bool> {
+    let start = Instant::now();
+    let mut ok = true;
+    for k in kids.iter_mut() {
+        loop {
+            if let Some(st) = k.try_wait()? {
+                ok &= st.success();
+                break;
+            }
+            if start.elapsed() > LIMIT {
+                let _ = k.kill();
+                let _ = k.wait();
+                ok = false;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(ok)
+}
+
+/// tiers: `tiers gaspi run -n 2 PROGRAM` (the launcher pins the ranks); the table (some
+/// programs print it on standard error).
+fn run_tiers(tiers: &Path, exe: &Path, out: &Path) -> Res<String> {
+    let f = std::fs::File::create(out)?;
+    let mut kid = Command::new(tiers)
+        .args(["gaspi", "run", "-n", "2"])
+        .arg(exe)
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f)
+        .spawn()?;
+    if !wait_all(std::slice::from_mut(&mut kid))? {
+        return Err(format!("{} failed on tiers", exe.display()).into());
+    }
+    Ok(std::fs::read_to_string(out)?)
+}
+
+/// GPI-2: 2 processes with `gaspi_run`'s environment, pinned to `cpus`; rank 0's table
+/// (standard output and error).
+fn run_gpi2(exe: &Path, dir: &Path, out: &Path, cpus: &[usize]) -> Res<String> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    let mfile = dir.join("machines");
+    std::fs::write(&mfile, format!("{host}\n{host}\n"))?;
+    let mut kids = Vec::new();
+    for r in 0..2usize {
+        let mut cmd = Command::new(exe);
+        cmd.env("GASPI_MFILE", &mfile)
+            .env("GASPI_RANK", r.to_string())
+            .env("GASPI_NRANKS", "2")
+            .env("GASPI_SOCKET", r.to_string())
+            .env("GASPI_MASTER", &host)
+            .stdin(Stdio::null());
+        if r == 0 {
+            let f = std::fs::File::create(out)?;
+            cmd.stdout(f.try_clone()?).stderr(f);
+        } else {
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+        if let Some(&cpu) = cpus.get(r) {
+            // SAFETY: only sched_setaffinity (a system call on a stack-local set) runs between
+            // fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                    Ok(())
+                });
+            }
+        }
+        kids.push(cmd.spawn()?);
+    }
+    if !wait_all(&mut kids)? {
+        return Err(format!("{} failed on GPI-2", exe.display()).into());
+    }
+    Ok(std::fs::read_to_string(out)?)
+}
+
+fn arg<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == key)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+/// The micro-benchmarks' folder: `--src`, else GPI-2's under the peers folder.
+fn source_dir(args: &[String]) -> Res<PathBuf> {
+    if let Some(s) = arg(args, "--src") {
+        return Ok(PathBuf::from(s));
+    }
+    let peers = std::env::var_os("TIERS_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("../shared/peers"));
+    let d = peers.join("GPI-2/tests/microbenchmarks");
+    if d.is_dir() {
+        Ok(d)
+    } else {
+        Err(format!(
+            "gaspi-micro: no micro-benchmarks at {} (give --src DIR: GPI-2's tests/microbenchmarks)",
+            d.display()
+        )
+        .into())
+    }
+}
+
+pub(super) fn run(c: &Ctx<'_>) -> Outcome {
+    let cc =
+        compiler().ok_or("tiers bench gaspi-micro needs a C compiler (set CC or install cc)")?;
+    let tiers = std::env::current_exe()?;
+    let libdir = tiers.parent().ok_or("no directory of the tiers binary")?;
+    if !libdir.join("libtiers_gaspi.so").exists() {
+        return Err(format!(
+            "{} lacks libtiers_gaspi.so: cargo build --release -p tiers-gaspi",
+            libdir.display()
+        )
+        .into());
+    }
+    let src = source_dir(c.args)?;
+    let mut progs = programs(&src)?;
+    if let Some(only) = arg(c.args, "--only") {
+        let want: Vec<&str> = only.split(',').map(str::trim).collect();
+        if let Some(bad) = want.iter().find(|w| !progs.iter().any(|p| p == *w)) {
+            return Err(format!(
+                "gaspi-micro: no program {bad:?} (there are {})",
+                progs.join(", ")
+            )
+            .into());
+        }
+        progs.retain(|p| want.contains(&p.as_str()));
+    }
+    let rounds: usize = match arg(c.args, "--rounds") {
+        Some(r) => r
+            .parse()
+            .map_err(|e| format!("gaspi-micro: --rounds {r:?}: {e}"))?,
+        None => 3,
+    };
+    if rounds == 0 {
+        return Err("gaspi-micro: --rounds must be at least 1".into());
+    }
+    let dir = std::env::temp_dir().join(format!("tiers-bench-gaspi-micro-{}", std::process::id()));
+    let inc = dir.join("include");
+    std::fs::create_dir_all(&inc)?;
+    let result = measure(c, &cc, &src, &progs, rounds, &dir, &inc, &tiers, libdir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut report = result?;
+    report.note(format!(
+        "GPI-2's micro-benchmarks from {}, unmodified; each row the median over {rounds} alternating rounds of the figure rank 0 prints, as microseconds per operation (bandwidth programs: bytes / printed MB/s; init_time: its seconds); tiers under `tiers gaspi run -n 2` (shm engine), both pinned to the same two processors",
+        src.display()
+    ));
+    Ok(Some(report))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    c: &Ctx<'_>,
+    cc: &str,
+    src: &Path,
+    progs: &[String],
+    rounds: usize,
+    dir: &Path,
+    inc: &Path,
+    tiers: &Path,
+    libdir: &Path,
+) -> Res<Report> {
+    let opts = &c.opts;
+    for (name, text) in crate::cmd::gaspi::HEADERS {
+        std::fs::write(inc.join(name), text)?;
+    }
+    let mut report = Report::new("gaspi-micro", "us", true);
+    let gpi = match gpi2() {
+        Ok(g) => Some(g),
+        Err(why) => {
+            report.note(why);
+            None
+        }
+    };
+    if let Some((_, glib)) = &gpi {
+        report.note(format!(
+            "gpi2: the same sources linked against GPI-2 from {GPI2_VAR}={} (its TCP device), started with gaspi_run's environment",
+            glib.parent().unwrap_or(glib).display()
+        ));
+    }
+    let mut exes: Vec<(String, PathBuf, Option<PathBuf>)> = Vec::new();
+    for p in progs {
+        let t = dir.join(format!("{p}-tiers"));
+        compile(cc, src, p, inc, libdir, "tiers_gaspi", &t)?;
+        let g = match &gpi {
+            Some((ginc, glib)) => {
+                let g = dir.join(format!("{p}-gpi2"));
+                compile(cc, src, p, ginc, glib, "GPI2", &g)?;
+                Some(g)
+            }
+            None => None,
+        };
+        exes.push((p.clone(), t, g));
+    }
+    let cpus = tiers_node::affinity::get().unwrap_or_default();
+    let pinned = if cpus.len() >= 2 { &cpus[..2] } else { &[][..] };
+    // (program, implementation) -> size -> values over the rounds.
+    let mut vals: BTreeMap<(String, &str), BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
+    for round in 0..rounds {
+        for (p, t, g) in &exes {
+            let mut order: Vec<&str> = vec!["tiers"];
+            if g.is_some() {
+                order.push("gpi2");
+            }
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for imp in order {
+                progress(
+                    opts,
+                    format!("gaspi-micro: round {}/{rounds}, {p} on {imp}", round + 1),
+                );
+                let out = dir.join(format!("{p}-{imp}.out"));
+                let text = match (imp, g) {
+                    ("gpi2", Some(g)) => run_gpi2(g, dir, &out, pinned)?,
+                    _ => run_tiers(tiers, t, &out)?,
+                };
+                let figures = parse(p, &text);
+                if figures.is_empty() {
+                    return Err(format!("{p} on {imp} printed no figures: {}", text.trim()).into());
+                }
+                let e = vals.entry((p.clone(), imp)).or_default();
+                for (size, us) in figures {
+                    e.entry(size).or_default().push(us);
+                }
+            }
+        }
+    }
+    // Limits: half a cache-line round trip (what a notification, a barrier or a reduction of
+    // 2 must cross) and memcpy of the bytes (what a transfer must do once).
+    let (a, b) = limit::pair(&cpus).unwrap_or((0, 0));
+    let limit_time = (opts.min_time / 5.0).max(0.01);
+    let half_rt = (a != b).then(|| {
+        let mut cands = [limit::round_trip(a, b)];
+        compare(limit_time, &mut cands)[0].0 / 2.0 * 1e6
+    });
+    for (p, _, _) in &exes {
+        let shape = shape_of(p);
+        let sizes: Vec<u64> = vals
+            .get(&(p.clone(), "tiers"))
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        for size in sizes {
+            let mut params = vec![("program", json!(p))];
+            match shape {
+                Shape::Reduce => params.push(("elements", json!(size))),
+                Shape::Init => params.push(("rank", json!(size))),
+                Shape::Barrier => {}
+                _ => params.push(("bytes", json!(size))),
+            }
+            for imp in ["tiers", "gpi2"] {
+                if let Some(v) = vals.get(&(p.clone(), imp)).and_then(|m| m.get(&size)) {
+                    report.push(imp, &params, median(v));
+                }
+            }
+            match (shape, half_rt) {
+                (Shape::Barrier | Shape::Reduce, Some(h)) => {
+                    report.push_limit(
+                        &params,
+                        h,
+                        format!("half a {}", limit::round_trip_note(a, b)),
+                    );
+                }
+                (Shape::Latency | Shape::Bandwidth, Some(h)) => {
+                    let mut cands = [limit::memcpy(size as usize)];
+                    let copy = compare(limit_time, &mut cands)[0].0 * 1e6;
+                    let v = if shape == Shape::Latency {
+                        h + copy
+                    } else {
+                        copy
+                    };
+                    report.push_limit(
+                        &params,
+                        v,
+                        if shape == Shape::Latency {
+                            format!(
+                                "half a {} plus {}",
+                                limit::round_trip_note(a, b),
+                                limit::memcpy_note()
+                            )
+                        } else {
+                            limit::memcpy_note()
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_shape_parses() {
+        let lat = "           4\t0.13\n           8\t0.46\nnoise 1 2 3\n";
+        assert_eq!(
+            parse("ping_pong", lat),
+            BTreeMap::from([(4, 0.13), (8, 0.46)])
+        );
+        let bw = "-----\n       Bytes\t   BW\t\tMsgRate(Mpps)\n-----\n           2\t29.02\t\t15.2135\n        4096\t40960.00\t\t10.0\n";
+        let p = parse("write_bw", bw);
+        assert!((p[&2] - 2.0 / 29.02).abs() < 1e-12 && (p[&4096] - 0.1).abs() < 1e-12);
+        let red =
+            "CPU freq: 2300.00\n#elems\tsum\tusecs\n1\t2.00\t0.13 usecs\n255\t2.00\t1.11 usecs\n";
+        assert_eq!(
+            parse("nb_allreduce", red),
+            BTreeMap::from([(1, 0.13), (255, 1.11)])
+        );
+        let bar = "my rank: 0 tnc: 2 (vers: 1.60)\ncpu freq: 2300.00\ntime: 0.260869 usec\n";
+        assert_eq!(parse("barrier", bar), BTreeMap::from([(0, 0.260869)]));
+        let init =
+            "gaspi_proc_init time for 0 ranks: 0.00\ngaspi_proc_init time for 1 ranks: 0.25\n";
+        assert_eq!(
+            parse("init_time", init),
+            BTreeMap::from([(0, 0.0), (1, 250_000.0)])
+        );
+        // Rank 1's copy of a line (both ranks printing) does not count twice.
+        assert_eq!(
+            parse("write_lat", "8 0.5\n8 0.7\n"),
+            BTreeMap::from([(8, 0.5)])
+        );
+        assert!(parse("write_lat", "").is_empty());
+    }
+
+    #[test]
+    fn the_programs_come_from_the_makefile() {
+        let d = std::env::temp_dir().join(format!("tiers-gm-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("Makefile.am"),
+            "micro_tests = bin/ping_pong.bin \\\n bin/barrier.bin bin/missing.bin\n",
+        )
+        .unwrap();
+        for f in ["ping_pong.c", "barrier.c"] {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        assert_eq!(programs(&d).unwrap(), ["ping_pong", "barrier"]);
+        std::fs::write(d.join("Makefile.am"), "nothing\n").unwrap();
+        assert!(programs(&d).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
