@@ -354,18 +354,33 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     CTX.store(p, Ordering::Release);
     let addr = p as usize;
     // The kill watcher: `gaspi_proc_kill` sets this rank's kill word (another process writes
-    // it, so nothing can wake the watcher: it looks every `KILL_POLL`).
+    // it, so nothing can wake the watcher: it looks every `KILL_POLL`). On an engine whose
+    // one-sided operations complete at this rank only while it calls into MPI (the mpi engine
+    // between hosts, osc over TCP), it also lets MPI progress every `PROGRESS_POLL`: a GASPI
+    // program may wait for a write by spinning on its own segment's memory, calling nothing
+    // (GPI-2's write_lat does), and the write must land all the same, as it does on RDMA.
+    let drives = !mem_engine && {
+        // SAFETY: as below; the context is alive (just stored).
+        let c = unsafe { &*(addr as *const Ctx) };
+        c.w.engine().needs_progress() && c.w.engine().any_thread()
+    };
     let watcher = std::thread::Builder::new()
         .name("gaspi-kill".into())
         .spawn(move || {
             // SAFETY: the context outlives the watcher: term joins it before dropping it.
             let c = unsafe { &*(addr as *const Ctx) };
+            let nap = if drives { PROGRESS_POLL } else { KILL_POLL };
             while !c.stop.load(Ordering::Acquire) {
                 if c.word(0).load(Ordering::Acquire) != 0 {
                     // SAFETY: ends the process at once, as GPI-2's kill does.
                     unsafe { libc::_exit(0) };
                 }
-                std::thread::park_timeout(KILL_POLL);
+                if drives {
+                    // The cluster tier's public call that lets MPI progress (see `poll`).
+                    let _ =
+                        c.w.notify_waitsome(HEAP, 0..1, Timeout::After(Duration::from_micros(1)));
+                }
+                std::thread::park_timeout(nap);
             }
         })
         .map_err(|_| GASPI_ERROR)?;
@@ -376,6 +391,10 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
 /// How often the kill watcher looks at this rank's kill word: a killed rank ends within this
 /// long, and the look costs a wake-up every this long.
 const KILL_POLL: Duration = Duration::from_millis(2);
+
+/// How often the watcher lets MPI progress where the engine needs it: the most a write to a
+/// rank that only spins on its memory waits for the target's side of MPI.
+const PROGRESS_POLL: Duration = Duration::from_micros(50);
 
 /// The kill watcher of the running context, joined by `term`.
 static WATCHER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);

@@ -66,8 +66,10 @@ fn parse(program: &str, text: &str) -> BTreeMap<u64, f64> {
                 [v] => (0, v),
                 _ => continue,
             },
+            // `… time for R ranks: S` per rank R (the program prints its rank there): rank 0's,
+            // as GPI-2's runs keep rank 0's output only.
             Shape::Init if line.contains("gaspi_proc_init time") => match nums[..] {
-                [n, s] => (n as u64, s * 1e6),
+                [0.0, s] => (0, s * 1e6),
                 _ => continue,
             },
             Shape::Latency => match nums[..] {
@@ -294,7 +296,7 @@ pub(super) fn run(c: &Ctx<'_>) -> Outcome {
     let _ = std::fs::remove_dir_all(&dir);
     let mut report = result?;
     report.note(format!(
-        "GPI-2's micro-benchmarks from {}, unmodified; each row the median over {rounds} alternating rounds of the figure rank 0 prints, as microseconds per operation (bandwidth programs: bytes / printed MB/s; init_time: its seconds); tiers under `tiers gaspi run -n 2` (shm engine), both pinned to the same two processors",
+        "GPI-2's micro-benchmarks from {}, unmodified; each row the median over {rounds} alternating rounds of the figure rank 0 prints, as microseconds per operation (bandwidth programs: bytes / printed MB/s; init_time: its seconds, printed with two decimals); size: bytes for transfers, elements for allreduce, 0 for barrier and init_time; tiers under `tiers gaspi run -n 2` (shm engine), both pinned to the same two processors",
         src.display()
     ));
     Ok(Some(report))
@@ -393,13 +395,9 @@ fn measure(
             .map(|m| m.keys().copied().collect())
             .unwrap_or_default();
         for size in sizes {
-            let mut params = vec![("program", json!(p))];
-            match shape {
-                Shape::Reduce => params.push(("elements", json!(size))),
-                Shape::Init => params.push(("rank", json!(size))),
-                Shape::Barrier => {}
-                _ => params.push(("bytes", json!(size))),
-            }
+            // One size parameter for every program, so that one figure shows them all:
+            // bytes (transfers), elements (allreduce), 0 (barrier, init).
+            let params = [("program", json!(p)), ("size", json!(size))];
             for imp in ["tiers", "gpi2"] {
                 if let Some(v) = vals.get(&(p.clone(), imp)).and_then(|m| m.get(&size)) {
                     report.push(imp, &params, median(v));

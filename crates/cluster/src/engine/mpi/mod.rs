@@ -85,8 +85,6 @@ impl MpiConfig {
             Some("multiple") => Threading::Multiple,
             Some("funneled") => Threading::Funneled,
             _ if config::threads() > 1 => Threading::Multiple,
-            // The progress thread calls MPI beside the rank's own thread.
-            _ if config::progress() == Ok(crate::progress::Progress::Proxy) => Threading::Multiple,
             _ => Threading::Funneled,
         };
         let host_local = config::env_str(env::MPI_HOST_LOCAL).as_deref() != Some("0");
@@ -759,7 +757,7 @@ impl Engine for MpiEngine {
     }
 
     fn any_thread(&self) -> bool {
-        raw::thread_multiple()
+        raw::any_thread()
     }
     fn rank(&self) -> Rank {
         self.rank

@@ -36,8 +36,10 @@ unsafe impl Sync for Comm {}
 /// The thread level a program asks MPI for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Threading {
-    /// One thread of each rank communicates at a time (`MPI_THREAD_FUNNELED` is asked for;
-    /// tiers serialises its own calls, so that thread need not be the main one).
+    /// One thread of each rank communicates at a time: tiers serialises its own calls, so any
+    /// thread may be that one, and `MPI_THREAD_SERIALIZED` is asked for (MPI's promise for
+    /// exactly that use; Open MPI implements it as it does `FUNNELED`, without locks). A
+    /// progress thread may then call MPI beside the rank's own threads.
     Funneled,
     /// Any worker communicates (`MPI_THREAD_MULTIPLE`).
     Multiple,
@@ -45,6 +47,7 @@ pub enum Threading {
 
 static LOCK: Mutex<()> = Mutex::new(());
 static MULTIPLE: AtomicBool = AtomicBool::new(false);
+static SERIALIZED: AtomicBool = AtomicBool::new(false);
 static INIT: Once = Once::new();
 static INIT_RESULT: AtomicI32 = AtomicI32::new(0);
 
@@ -147,7 +150,7 @@ pub fn init(level: Threading) -> Result<()> {
     INIT.call_once(|| {
         let want = match level {
             // SAFETY: reading constants exported by the MPI shim.
-            Threading::Funneled => unsafe { ffi::RSMPI_THREAD_FUNNELED },
+            Threading::Funneled => unsafe { ffi::RSMPI_THREAD_SERIALIZED },
             // SAFETY: as above.
             Threading::Multiple => unsafe { ffi::RSMPI_THREAD_MULTIPLE },
         };
@@ -175,9 +178,18 @@ pub fn init(level: Threading) -> Result<()> {
         // SAFETY: constant read.
         let multiple = unsafe { ffi::RSMPI_THREAD_MULTIPLE };
         MULTIPLE.store(provided >= multiple, Ordering::Relaxed);
+        // SAFETY: constant read.
+        let serialized = unsafe { ffi::RSMPI_THREAD_SERIALIZED };
+        SERIALIZED.store(provided >= serialized, Ordering::Relaxed);
         INIT_RESULT.store(rc, Ordering::Relaxed);
     });
     check("MPI_Init_thread", INIT_RESULT.load(Ordering::Relaxed))
+}
+
+/// Whether any thread may call MPI through tiers: MPI provides `MPI_THREAD_SERIALIZED` (tiers
+/// serialises its calls) or `MPI_THREAD_MULTIPLE`.
+pub fn any_thread() -> bool {
+    SERIALIZED.load(Ordering::Relaxed) || MULTIPLE.load(Ordering::Relaxed)
 }
 
 /// Whether MPI provides `MPI_THREAD_MULTIPLE` (then tiers does not serialise its MPI calls).
