@@ -300,6 +300,19 @@ impl World {
         self.counters.stats(self.policy, self.proxy.is_some(), cpu)
     }
 
+    /// Lets the engine progress once, now, without waiting: on engines whose one-sided
+    /// operations by other ranks complete at this rank only while it calls in (the mpi engine
+    /// between hosts: one `MPI_Iprobe`), a thread that has nothing else to call (a watcher
+    /// beside a rank that spins on its own memory) calls this instead. Elsewhere it does
+    /// nothing. Returns whether the engine needs such calls.
+    pub fn progress_now(&self) -> bool {
+        if !self.engine.needs_progress() {
+            return false;
+        }
+        let _ = self.engine.progress();
+        true
+    }
+
     /// What the transport's progress engine has done so far (calls, calls that found a socket
     /// ready to read or to write, time in each), on engines that count it (`tcp`); `None`
     /// on the shared-memory engines, which have no progress engine.

@@ -376,9 +376,9 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                     unsafe { libc::_exit(0) };
                 }
                 if drives {
-                    // The cluster tier's public call that lets MPI progress (see `poll`).
-                    let _ =
-                        c.w.notify_waitsome(HEAP, 0..1, Timeout::After(Duration::from_micros(1)));
+                    // One MPI_Iprobe, not a wait: a wait's pace may yield for milliseconds
+                    // first when Open MPI is told to yield when idle.
+                    c.w.progress_now();
                 }
                 std::thread::park_timeout(nap);
             }
