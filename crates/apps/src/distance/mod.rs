@@ -260,7 +260,6 @@ pub fn pairwise_ranks(
     // its rows j and each later rank r, the piece of row j over r's rows (contiguous) into r's
     // IN segment at source row j. Only those parts travel and are copied, not whole rows.
     let below = n - rows.end;
-    let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
     let out = world
         .segment(OUT_SEG, (len * below * 4).max(4))
         .map_err(cluster)?;
@@ -269,7 +268,8 @@ pub fn pairwise_ranks(
         .map_err(cluster)?;
     for k in 0..len {
         let right = &data[k * n + rows.end..(k + 1) * n];
-        out.write(k * below * 4, &floats(right)).map_err(cluster)?;
+        out.write(k * below * 4, &f32_bytes(right))
+            .map_err(cluster)?;
     }
     // Every rank's IN segment exists before any piece lands in it (segment creation is
     // collective, so it does).
@@ -306,10 +306,7 @@ pub fn pairwise_ranks(
         let j1 = (j0 + BAND).min(rows.start);
         let bytes = &mut band[..(j1 - j0) * len * 4];
         inn.read(j0 * len * 4, bytes).map_err(cluster)?;
-        let vals: Vec<f32> = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let vals = f32s(bytes);
         for k in 0..len {
             let row = &mut data[k * n + j0..k * n + j1];
             for (dj, d) in row.iter_mut().enumerate() {
@@ -318,12 +315,7 @@ pub fn pairwise_ranks(
         }
     }
     drop((out, inn));
-    world
-        .segment_delete(IN_SEG, Timeout::Block)
-        .map_err(cluster)?;
-    world
-        .segment_delete(OUT_SEG, Timeout::Block)
-        .map_err(cluster)?;
+    delete_segments(world).map_err(cluster)?;
     Ok(RowBlock { n, rows, data })
 }
 
@@ -357,7 +349,6 @@ pub fn even_blocks(world: &tiers_cluster::World, block: RowBlock) -> crate::Resu
             return Ok(block);
         }
     }
-    let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
     let row = n * 4;
     let from = world
         .segment(OUT_SEG, (block.rows.len() * row).max(4))
@@ -365,7 +356,7 @@ pub fn even_blocks(world: &tiers_cluster::World, block: RowBlock) -> crate::Resu
     let to = world
         .segment(IN_SEG, (want.len() * row).max(4))
         .map_err(cluster)?;
-    from.write(0, &floats(&block.data)).map_err(cluster)?;
+    from.write(0, &f32_bytes(&block.data)).map_err(cluster)?;
     let q = world.queue(0).map_err(cluster)?;
     for r in 0..size {
         let theirs = even_rows(n, size, r);
@@ -388,22 +379,33 @@ pub fn even_blocks(world: &tiers_cluster::World, block: RowBlock) -> crate::Resu
     drop(block);
     let mut bytes = vec![0u8; want.len() * row];
     to.read(0, &mut bytes).map_err(cluster)?;
-    let data = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let data = f32s(&bytes);
     drop((from, to));
-    world
-        .segment_delete(IN_SEG, Timeout::Block)
-        .map_err(cluster)?;
-    world
-        .segment_delete(OUT_SEG, Timeout::Block)
-        .map_err(cluster)?;
+    delete_segments(world).map_err(cluster)?;
     Ok(RowBlock {
         n,
         rows: want,
         data,
     })
+}
+
+/// Floats as the bytes a segment holds.
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+/// A segment's bytes as floats.
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Deletes the two segments of the row exchanges (collective).
+fn delete_segments(world: &tiers_cluster::World) -> tiers_cluster::Result<()> {
+    use tiers_cluster::Timeout;
+    world.segment_delete(IN_SEG, Timeout::Block)?;
+    world.segment_delete(OUT_SEG, Timeout::Block)
 }
 
 /// Counts finished pairs and reports each further tenth.

@@ -123,15 +123,16 @@ fn run_tiers(exe: &Path, out: &Path, scale: f64) -> Result<Results, Box<dyn std:
     parse(out)
 }
 
-/// GPI-2: 2 processes with the environment `gaspi_run` sets on one host, pinned to `cpus`.
-fn run_gpi2(
+/// GPI-2: 2 processes of `exe ARGS` with the environment `gaspi_run` sets on one host, pinned
+/// to `cpus`, rank 0's standard output and error into `rank0_out` when given (else
+/// discarded); waits for both, killing them past `LIMIT`. Whether both ended with status 0.
+pub(super) fn run_gpi2_pair(
     exe: &Path,
+    args: &[String],
     dir: &Path,
-    out: &Path,
-    scale: f64,
     cpus: &[usize],
-) -> Result<Results, Box<dyn std::error::Error>> {
-    let _ = std::fs::remove_file(out);
+    rank0_out: Option<&Path>,
+) -> Result<bool, Box<dyn std::error::Error>> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into());
@@ -140,15 +141,22 @@ fn run_gpi2(
     let mut kids = Vec::new();
     for r in 0..2usize {
         let mut cmd = Command::new(exe);
-        cmd.arg(out)
-            .arg(scale.to_string())
+        cmd.args(args)
             .env("GASPI_MFILE", &mfile)
             .env("GASPI_RANK", r.to_string())
             .env("GASPI_NRANKS", "2")
             .env("GASPI_SOCKET", r.to_string())
             .env("GASPI_MASTER", &host)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
+            .stdin(Stdio::null());
+        match rank0_out.filter(|_| r == 0) {
+            Some(out) => {
+                let f = std::fs::File::create(out)?;
+                cmd.stdout(f.try_clone()?).stderr(f);
+            }
+            None => {
+                cmd.stdout(Stdio::null());
+            }
+        }
         if let Some(&cpu) = cpus.get(r) {
             // SAFETY: only sched_setaffinity (a system call on a stack-local set) runs between
             // fork and exec.
@@ -163,6 +171,14 @@ fn run_gpi2(
         }
         kids.push(cmd.spawn()?);
     }
+    wait_all(&mut kids)
+}
+
+/// Waits for `kids` up to `LIMIT` in all, killing any still running then; whether all ended
+/// with status 0.
+pub(super) fn wait_all(
+    kids: &mut [std::process::Child],
+) -> Result<bool, Box<dyn std::error::Error>> {
     let start = Instant::now();
     let mut ok = true;
     for k in kids.iter_mut() {
@@ -177,10 +193,23 @@ fn run_gpi2(
                 ok = false;
                 break;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
-    if !ok {
+    Ok(ok)
+}
+
+/// GPI-2's run of the benchmark program: its results.
+fn run_gpi2(
+    exe: &Path,
+    dir: &Path,
+    out: &Path,
+    scale: f64,
+    cpus: &[usize],
+) -> Result<Results, Box<dyn std::error::Error>> {
+    let _ = std::fs::remove_file(out);
+    let args = [out.display().to_string(), scale.to_string()];
+    if !run_gpi2_pair(exe, &args, dir, cpus, None)? {
         return Err("GPI-2's run failed".into());
     }
     parse(out)

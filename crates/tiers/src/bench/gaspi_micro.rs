@@ -11,20 +11,15 @@
 //! microbenchmarks`, or `$TIERS_PEERS/GPI-2/tests/microbenchmarks`), `--rounds R` (default 3),
 //! `--only a,b` (programs by name).
 
-use super::gaspi::{compiler, gpi2, GPI2_VAR};
+use super::gaspi::{compiler, gpi2, run_gpi2_pair, wait_all, GPI2_VAR};
 use super::{Ctx, Outcome};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 use tiers_bench::{compare, limit, median, progress, Report};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// A program's run longer than this has hung.
-const LIMIT: Duration = Duration::from_secs(300);
 
 /// What a program prints, and how its figures read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,28 +141,6 @@ fn compile(
     Ok(())
 }
 
-/// Waits for `kids` up to [`LIMIT`]; whether all ended with status 0.
-fn wait_all(kids: &mut [std::process::Child]) -> Res<bool> {
-    let start = Instant::now();
-    let mut ok = true;
-    for k in kids.iter_mut() {
-        loop {
-            if let Some(st) = k.try_wait()? {
-                ok &= st.success();
-                break;
-            }
-            if start.elapsed() > LIMIT {
-                let _ = k.kill();
-                let _ = k.wait();
-                ok = false;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    Ok(ok)
-}
-
 /// tiers: `tiers gaspi run -n 2 PROGRAM` (the launcher pins the ranks); the table (some
 /// programs print it on standard error).
 fn run_tiers(tiers: &Path, exe: &Path, out: &Path) -> Res<String> {
@@ -188,41 +161,7 @@ fn run_tiers(tiers: &Path, exe: &Path, out: &Path) -> Res<String> {
 /// GPI-2: 2 processes with `gaspi_run`'s environment, pinned to `cpus`; rank 0's table
 /// (standard output and error).
 fn run_gpi2(exe: &Path, dir: &Path, out: &Path, cpus: &[usize]) -> Res<String> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
-    let mfile = dir.join("machines");
-    std::fs::write(&mfile, format!("{host}\n{host}\n"))?;
-    let mut kids = Vec::new();
-    for r in 0..2usize {
-        let mut cmd = Command::new(exe);
-        cmd.env("GASPI_MFILE", &mfile)
-            .env("GASPI_RANK", r.to_string())
-            .env("GASPI_NRANKS", "2")
-            .env("GASPI_SOCKET", r.to_string())
-            .env("GASPI_MASTER", &host)
-            .stdin(Stdio::null());
-        if r == 0 {
-            let f = std::fs::File::create(out)?;
-            cmd.stdout(f.try_clone()?).stderr(f);
-        } else {
-            cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        }
-        if let Some(&cpu) = cpus.get(r) {
-            // SAFETY: only sched_setaffinity (a system call on a stack-local set) runs between
-            // fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                    Ok(())
-                });
-            }
-        }
-        kids.push(cmd.spawn()?);
-    }
-    if !wait_all(&mut kids)? {
+    if !run_gpi2_pair(exe, &[], dir, cpus, Some(out))? {
         return Err(format!("{} failed on GPI-2", exe.display()).into());
     }
     Ok(std::fs::read_to_string(out)?)

@@ -16,8 +16,9 @@
 //!   cores; hosts emulated on one machine share its cores, so say how many each may use);
 //!   `--mpirun CMD` (default `mpirun`) and `--mpirun-args "…"` (split at spaces, before the
 //!   host list) start them; tiers must be built with the `mpi` feature;
-//! - `--dir DIR`: where the data, the outputs and the runs go (default a fresh folder in the
-//!   temporary directory, removed afterwards); across hosts it must be a path every host sees.
+//! - `--dir DIR`: where the data, the outputs and the runs go, in a fresh folder of their own
+//!   removed afterwards (default: the temporary directory); across hosts it must be a path
+//!   every host sees.
 //!
 //! The app is the word after `hybrid`: distances, mds, cluster, render.
 
@@ -222,18 +223,13 @@ fn parse(args: &[String]) -> Res<Plan> {
 pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     let plan = parse(ctx.args)?;
     let exe = std::env::current_exe()?;
-    let (dir, remove) = match arg(ctx.args, "--dir") {
-        Some(d) => (PathBuf::from(d), false),
-        None => (
-            std::env::temp_dir().join(format!("tiers-hybrid-{}", std::process::id())),
-            true,
-        ),
-    };
+    // A fresh folder of its own (inside `--dir` when given), so that no file of the user's
+    // there is overwritten or removed; removed afterwards.
+    let base = arg(ctx.args, "--dir").map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = base.join(format!("tiers-hybrid-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("hybrid: {}: {e}", dir.display()))?;
     let result = measure(ctx, &plan, &exe, &dir);
-    if remove {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let _ = std::fs::remove_dir_all(&dir);
     let (report, runs) = result?;
     if let Some(out) = arg(ctx.args, "--out") {
         crate::runs::write(Path::new(out), runs)?;
