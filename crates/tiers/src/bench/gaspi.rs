@@ -217,6 +217,23 @@ fn run_gpi2(
 
 /// How a metric's rows read: the microseconds of one operation (write_bw: per write of `bytes`,
 /// so lower is better throughout; init: of gaspi_proc_init).
+/// The directory holding `libtiers_gaspi.so` of this build: `deps/` beside the `tiers`
+/// binary, where cargo always leaves the newest one (`cargo test` does not copy it up),
+/// else beside the binary itself.
+pub(super) fn library_dir() -> Result<PathBuf, String> {
+    let bin = std::env::current_exe().map_err(|e| format!("the tiers binary's path: {e}"))?;
+    let dir = bin.parent().ok_or("no directory of the tiers binary")?;
+    [dir.join("deps"), dir.to_path_buf()]
+        .into_iter()
+        .find(|d| d.join("libtiers_gaspi.so").exists())
+        .ok_or_else(|| {
+            format!(
+                "{} lacks libtiers_gaspi.so: cargo build --release -p tiers-gaspi",
+                dir.display()
+            )
+        })
+}
+
 fn micros(metric: &str, bytes: u64, v: f64) -> f64 {
     match metric {
         "init" => v * 1e6,
@@ -228,15 +245,7 @@ fn micros(metric: &str, bytes: u64, v: f64) -> f64 {
 pub(super) fn run(c: &Ctx<'_>) -> Outcome {
     let opts = &c.opts;
     let cc = compiler().ok_or("tiers bench gaspi needs a C compiler (set CC or install cc)")?;
-    let bin = std::env::current_exe()?;
-    let libdir = bin.parent().ok_or("no directory of the tiers binary")?;
-    if !libdir.join("libtiers_gaspi.so").exists() {
-        return Err(format!(
-            "{} lacks libtiers_gaspi.so: cargo build --release -p tiers-gaspi",
-            libdir.display()
-        )
-        .into());
-    }
+    let libdir = &library_dir()?;
     let dir = std::env::temp_dir().join(format!("tiers-bench-gaspi-{}", std::process::id()));
     let inc = dir.join("include");
     std::fs::create_dir_all(&inc)?;

@@ -198,14 +198,7 @@ pub(super) fn run(c: &Ctx<'_>) -> Outcome {
     let cc =
         compiler().ok_or("tiers bench gaspi-micro needs a C compiler (set CC or install cc)")?;
     let tiers = std::env::current_exe()?;
-    let libdir = tiers.parent().ok_or("no directory of the tiers binary")?;
-    if !libdir.join("libtiers_gaspi.so").exists() {
-        return Err(format!(
-            "{} lacks libtiers_gaspi.so: cargo build --release -p tiers-gaspi",
-            libdir.display()
-        )
-        .into());
-    }
+    let libdir = &super::gaspi::library_dir()?;
     let src = source_dir(c.args)?;
     let mut progs = programs(&src)?;
     if let Some(only) = arg(c.args, "--only") {
