@@ -81,6 +81,9 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Free-text notes (skipped peers, warnings), printed under the table and in JSON.
     pub notes: Vec<String>,
+    /// The row field its figure draws on y instead of `value`, where the seed's figure of
+    /// this measurement shows a derived number (the hybrid study's parallel efficiency).
+    pub figure_value: Option<String>,
 }
 
 impl Report {
@@ -92,6 +95,7 @@ impl Report {
             lower_is_better,
             rows: Vec::new(),
             notes: Vec::new(),
+            figure_value: None,
         }
     }
 
@@ -166,7 +170,7 @@ impl Report {
                 Value::Object(m)
             })
             .collect();
-        json!({
+        let mut doc = json!({
             "bench": self.bench,
             "unit": self.unit,
             "lower_is_better": self.lower_is_better,
@@ -174,7 +178,11 @@ impl Report {
             "date": today(),
             "results": results,
             "notes": self.notes,
-        })
+        });
+        if let Some(f) = &self.figure_value {
+            doc["figure_value"] = json!(f);
+        }
+        doc
     }
 
     /// The value of the row of `imp` with exactly these parameter values, if measured.

@@ -19,6 +19,11 @@ pub struct PlotArgs {
     /// panels).
     #[arg(long)]
     pub height: Option<u32>,
+    /// The row field to draw on y instead of the report's value (`efficiency`, `speedup`,
+    /// `overhead`, `peak_rss_mib`, …; `value` for the raw value where the report names
+    /// another field for its figure).
+    #[arg(long)]
+    pub value: Option<String>,
     /// When the report was measured, for the caption, where the report carries no date
     /// (otherwise the file's modification date is shown as such).
     #[arg(long)]
@@ -31,7 +36,7 @@ pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
         plot::Size::new(a.width, h)?;
     }
     plot::Format::of(&a.out)?;
-    let mut table = read(&a.input)?;
+    let mut table = read(&a.input, a.value.as_deref())?;
     if let Some(d) = &a.date {
         table.date = Some(d.clone());
     }
@@ -50,12 +55,12 @@ pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Reads a report; a report without a date of its own is dated by its file.
-fn read(path: &Path) -> Result<Table, Box<dyn std::error::Error>> {
+fn read(path: &Path, value: Option<&str>) -> Result<Table, Box<dyn std::error::Error>> {
     let text =
         std::fs::read_to_string(path).map_err(|e| tiers_apps::Error::io(path, "reading", e))?;
     let doc: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-    let mut t = Table::from_json(&doc).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut t = Table::from_json_as(&doc, value).map_err(|e| format!("{}: {e}", path.display()))?;
     if t.date.is_none() {
         t.date = std::fs::metadata(path)
             .and_then(|m| m.modified())

@@ -737,3 +737,81 @@ fn an_overlap_report_has_comm_and_exposed_panels() {
         "{t:?}"
     );
 }
+
+/// A hybrid study's report: times in `value`, parallel efficiency beside them, the limit
+/// stating both; the report names efficiency as its figure's y.
+fn hybrid_doc(figure_value: Option<&str>) -> Value {
+    let mut rows = Vec::new();
+    for (pat, t, m, p, secs, eff) in [
+        ("1x1x1", 1, 1, 1.0, 8.0, 1.0),
+        ("2x1x1", 2, 1, 2.0, 4.4, 0.909),
+        ("1x2x1", 1, 2, 2.0, 4.2, 0.952),
+    ] {
+        rows.push(
+            json!({"impl": "tiers", "app": "mds", "size": 500, "pattern": pat,
+            "threads": t, "ranks": m, "hosts": 1, "value": secs, "efficiency": eff,
+            "speedup": 8.0 / secs, "overhead": 1.0 / eff - 1.0}),
+        );
+        rows.push(
+            json!({"impl": "limit", "app": "mds", "size": 500, "pattern": pat,
+            "threads": t, "ranks": m, "hosts": 1, "value": 8.0 / p, "efficiency": 1.0,
+            "speedup": p, "overhead": 0.0, "measured": "1x1x1 over p"}),
+        );
+    }
+    let mut doc = report("s", json!(rows));
+    if let Some(f) = figure_value {
+        doc["figure_value"] = json!(f);
+    }
+    doc
+}
+
+#[test]
+fn a_report_that_names_its_figure_value_draws_that_field() {
+    let s = check(
+        &hybrid_doc(Some("efficiency")),
+        "pattern",
+        "parallel efficiency",
+    );
+    let t = texts(&s);
+    assert!(t.iter().any(|l| l.contains("higher is better")), "{t:?}");
+    // The time is still the raw value, and any other number can be asked for.
+    let raw = Table::from_json_as(&hybrid_doc(Some("efficiency")), Some("value")).unwrap();
+    assert_eq!(raw.unit, "s");
+    assert_eq!(raw.rows[0].value, 8.0);
+    let rss = Table::from_json_as(&hybrid_doc(None), Some("speedup")).unwrap();
+    assert_eq!(rss.unit, "speedup over 1x1x1");
+    assert_eq!(rss.rows.len(), 6);
+    assert!((rss.rows[2].value - 8.0 / 4.4).abs() < 1e-12);
+    // The y field is no longer a parameter.
+    assert!(rss.rows.iter().all(|r| r.get("speedup").is_none()));
+    // A limit row that does not state its efficiency stands at 1, by definition.
+    let mut doc = hybrid_doc(None);
+    for r in doc["results"].as_array_mut().unwrap() {
+        if r["impl"] == "limit" {
+            r.as_object_mut().unwrap().remove("efficiency");
+        }
+    }
+    let eff = Table::from_json_as(&doc, Some("efficiency")).unwrap();
+    assert_eq!(eff.rows.len(), 6);
+    assert!(eff
+        .rows
+        .iter()
+        .filter(|r| r.is_limit())
+        .all(|r| r.value == 1.0));
+}
+
+#[test]
+fn an_unknown_figure_value_names_the_numbers_there_are() {
+    let e = Table::from_json_as(&hybrid_doc(None), Some("gflops"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"gflops\"") && e.contains("efficiency"), "{e}");
+    // A limit row alone does not make a figure.
+    let mut doc = hybrid_doc(None);
+    for r in doc["results"].as_array_mut().unwrap() {
+        if r["impl"] == "tiers" {
+            r.as_object_mut().unwrap().remove("efficiency");
+        }
+    }
+    assert!(Table::from_json_as(&doc, Some("efficiency")).is_err());
+}

@@ -85,6 +85,9 @@ pub struct Row {
     pub params: Vec<(String, Param)>,
     /// The value (may be NaN: drawn as missing).
     pub value: f64,
+    /// The row's other numbers (measurements such as `efficiency`, and numeric parameters),
+    /// any of which [`Table::with_value`] can put on y instead.
+    pub numbers: Vec<(String, f64)>,
 }
 
 impl Row {
@@ -138,14 +141,85 @@ impl Table {
                     .filter_map(|(k, v)| Param::of(v).map(|p| (k.clone(), p)))
                     .collect(),
                 value: row.value,
+                numbers: row
+                    .params
+                    .iter()
+                    .chain(row.extra.iter())
+                    .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
+                    .collect(),
             })
             .collect();
         t.date = Some(super::today());
-        t
+        match &r.figure_value {
+            Some(f) => t.clone().with_value(f).unwrap_or(t),
+            None => t,
+        }
     }
 
-    /// From the JSON document that `tiers bench --json` prints.
+    /// The same report with the row field `field` on y instead of `value` (`efficiency`,
+    /// `speedup`, `peak_rss_mib`, …; `value` itself leaves it as it is): rows without that
+    /// number are left out (a limit row that does not state it draws no limit line, except
+    /// for efficiency and overhead, whose limits are 1 and 0 by definition), the unit
+    /// and direction become the field's. An error names the numeric fields there are when no
+    /// measured row has it.
+    pub fn with_value(mut self, field: &str) -> Result<Table> {
+        if field == "value" {
+            return Ok(self);
+        }
+        let has = |r: &Row| r.numbers.iter().any(|(k, _)| k == field);
+        if !self.rows.iter().any(|r| !r.is_limit() && has(r)) {
+            let mut fields: Vec<&str> = self
+                .rows
+                .iter()
+                .flat_map(|r| r.numbers.iter().map(|(k, _)| k.as_str()))
+                .collect();
+            fields.sort_unstable();
+            fields.dedup();
+            return Err(Error(format!(
+                "no measured row has a number {field:?} to draw (numbers there: value{}{})",
+                if fields.is_empty() { "" } else { ", " },
+                fields.join(", ")
+            )));
+        }
+        // What a limit row means in a field's own terms when it does not say: perfect
+        // efficiency, no overhead (true of every report, as both are defined against it).
+        let implied = match field {
+            "efficiency" => Some(1.0),
+            "overhead" => Some(0.0),
+            _ => None,
+        };
+        self.rows
+            .retain(|r| has(r) || (r.is_limit() && implied.is_some()));
+        for r in &mut self.rows {
+            r.value = r
+                .numbers
+                .iter()
+                .find(|(k, _)| k == field)
+                .map(|(_, v)| *v)
+                .or(implied)
+                .unwrap_or(f64::NAN);
+            r.params.retain(|(k, _)| k != field);
+        }
+        let (unit, lower) = match field {
+            "efficiency" => ("parallel efficiency", false),
+            "speedup" => ("speedup over 1x1x1", false),
+            "overhead" => ("overhead f", true),
+            f if f.ends_with("_mib") => ("MiB", true),
+            f => (f, true),
+        };
+        self.unit = unit.to_string();
+        self.lower_is_better = lower;
+        Ok(self)
+    }
+
+    /// From the JSON document that `tiers bench --json` prints, drawing on y the field the
+    /// report names for its figure (`figure_value`), else `value`.
     pub fn from_json(doc: &Value) -> Result<Table> {
+        Table::from_json_as(doc, None)
+    }
+
+    /// As [`Table::from_json`], with `field` on y when given (`value` for the raw values).
+    pub fn from_json_as(doc: &Value, field: Option<&str>) -> Result<Table> {
         let Some(obj) = doc.as_object() else {
             return Err(Error(
                 "not a benchmark report: the document is not a JSON object".into(),
@@ -209,6 +283,11 @@ impl Table {
                 }
             };
             let mut params = Vec::new();
+            let numbers: Vec<(String, f64)> = ro
+                .iter()
+                .filter(|(k, _)| k.as_str() != "value")
+                .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
+                .collect();
             for (k, v) in ro {
                 if DESCRIPTIVE.contains(&k.as_str()) {
                     continue;
@@ -241,12 +320,16 @@ impl Table {
                 imp: imp.to_string(),
                 params,
                 value,
+                numbers,
             });
         }
         if measured_rt.is_some() {
             t.round_trip_ns = measured_rt;
         }
-        Ok(t)
+        match field.or_else(|| obj.get("figure_value").and_then(Value::as_str)) {
+            Some(f) => t.with_value(f),
+            None => Ok(t),
+        }
     }
 }
 
