@@ -9,7 +9,8 @@
 //!
 //! Options after `--`: `--src DIR` (the micro-benchmarks; default `../shared/peers/GPI-2/tests/
 //! microbenchmarks`, or `$TIERS_PEERS/GPI-2/tests/microbenchmarks`), `--rounds R` (default 3),
-//! `--only a,b` (programs by name).
+//! `--only a,b` (programs by name), `--from DIR` (no runs: a report of the outputs that runs
+//! made elsewhere left in DIR, as `.ci/multihost` does across hosts with `MULTIHOST_GASPI`).
 
 use super::gaspi::{compiler, gpi2, run_gpi2_pair, wait_all, GPI2_VAR};
 use super::{Ctx, Outcome};
@@ -194,7 +195,89 @@ fn source_dir(args: &[String]) -> Res<PathBuf> {
     }
 }
 
+/// The outputs of runs made elsewhere (`.ci/multihost` with `MULTIHOST_GASPI=DIR`, across
+/// hosts): files `PROGRAM-IMPL-SET.txt`, or `PROGRAM-IMPL-SET-RANK.txt` of which rank 0's
+/// counts, IMPL `tiers` or `gpi2`. Each row is the median over the sets.
+fn from_dir(dir: &Path) -> Res<Report> {
+    let mut vals: BTreeMap<(String, String), BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
+    let mut files = 0;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("gaspi-micro: --from {}: {e}", dir.display()))?;
+    for e in entries {
+        let path = e?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(stem) = name.strip_suffix(".txt") else {
+            continue;
+        };
+        // Program names have no '-' (GPI-2's use '_').
+        let f: Vec<&str> = stem.split('-').collect();
+        let (prog, imp, set, rank) = match f[..] {
+            [p, i, s] => (p, i, s, "0"),
+            [p, i, s, r] => (p, i, s, r),
+            _ => continue,
+        };
+        if rank != "0" || set.parse::<u32>().is_err() || !matches!(imp, "tiers" | "gpi2") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
+        let figures = parse(prog, &text);
+        if figures.is_empty() {
+            return Err(format!(
+                "gaspi-micro: {} holds no figures of {prog}: {}",
+                path.display(),
+                text.trim()
+            )
+            .into());
+        }
+        files += 1;
+        let e = vals.entry((prog.to_string(), imp.to_string())).or_default();
+        for (size, us) in figures {
+            e.entry(size).or_default().push(us);
+        }
+    }
+    if files == 0 {
+        return Err(format!(
+            "gaspi-micro: {} holds no PROGRAM-IMPL-SET[-RANK].txt outputs",
+            dir.display()
+        )
+        .into());
+    }
+    let mut report = Report::new("gaspi-micro", "us", true);
+    let progs: std::collections::BTreeSet<&String> = vals.keys().map(|(p, _)| p).collect();
+    for p in progs {
+        let sizes: std::collections::BTreeSet<u64> = ["tiers", "gpi2"]
+            .iter()
+            .filter_map(|i| vals.get(&(p.clone(), i.to_string())))
+            .flat_map(|m| m.keys().copied())
+            .collect();
+        for size in sizes {
+            let params = [("program", json!(p)), ("size", json!(size))];
+            for imp in ["tiers", "gpi2"] {
+                if let Some(v) = vals
+                    .get(&(p.clone(), imp.to_string()))
+                    .and_then(|m| m.get(&size))
+                {
+                    report
+                        .push(imp, &params, median(v))
+                        .extra
+                        .push(("sets".into(), json!(v.len())));
+                }
+            }
+        }
+    }
+    report.note(format!(
+        "parsed from the outputs in {} (runs made there, e.g. across hosts by .ci/multihost with MULTIHOST_GASPI): each row the median over the sets of the figure rank 0 printed, microseconds per operation as in a local run; no limit row: the runs' network round trip was not measured with them",
+        dir.display()
+    ));
+    Ok(report)
+}
+
 pub(super) fn run(c: &Ctx<'_>) -> Outcome {
+    if let Some(d) = arg(c.args, "--from") {
+        return Ok(Some(from_dir(Path::new(d))?));
+    }
     let cc =
         compiler().ok_or("tiers bench gaspi-micro needs a C compiler (set CC or install cc)")?;
     let tiers = std::env::current_exe()?;
@@ -406,6 +489,36 @@ mod tests {
             BTreeMap::from([(8, 0.5)])
         );
         assert!(parse("write_lat", "").is_empty());
+    }
+
+    #[test]
+    fn outputs_of_runs_elsewhere_make_a_report() {
+        let d = std::env::temp_dir().join(format!("tiers-gm-from-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let lat = |v: f64| format!("-----\n Bytes Lat\n-----\n  4\t{v}\n  8\t{}\n", v * 2.0);
+        std::fs::write(d.join("write_lat-tiers-1.txt"), lat(1.0)).unwrap();
+        std::fs::write(d.join("write_lat-tiers-2.txt"), lat(3.0)).unwrap();
+        std::fs::write(d.join("write_lat-tiers-3.txt"), lat(2.0)).unwrap();
+        std::fs::write(d.join("write_lat-gpi2-1-0.txt"), lat(10.0)).unwrap();
+        // Rank 1's output and other files do not count.
+        std::fs::write(d.join("write_lat-gpi2-1-1.txt"), lat(99.0)).unwrap();
+        std::fs::write(d.join("notes.txt"), "nothing").unwrap();
+        std::fs::write(d.join("barrier-tiers-1.txt"), "time: 5.5 usec\n").unwrap();
+        let r = from_dir(&d).unwrap();
+        let v = |imp: &str, p: &str, size: u64| {
+            r.value(imp, &[("program", json!(p)), ("size", json!(size))])
+        };
+        assert_eq!(v("tiers", "write_lat", 4), Some(2.0));
+        assert_eq!(v("tiers", "write_lat", 8), Some(4.0));
+        assert_eq!(v("gpi2", "write_lat", 4), Some(10.0));
+        assert_eq!(v("tiers", "barrier", 0), Some(5.5));
+        assert_eq!(r.rows.len(), 5);
+        // An output without figures is an error that names the file.
+        std::fs::write(d.join("ping_pong-tiers-1.txt"), "GPI Startup failed").unwrap();
+        let e = from_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("ping_pong-tiers-1.txt"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+        assert!(from_dir(&d).is_err());
     }
 
     #[test]

@@ -304,6 +304,9 @@ impl MpiEngine {
             .count();
         let leaders = raw::split(comm, (hidx == 0).then_some(0), rank as i32)?;
         let leaders = if hosts > 1 { leaders } else { None };
+        if hosts > 1 {
+            raw::read_sockets_at_every_progress();
+        }
         let leader_group = leaders.map(|comm| {
             let (me, n) = raw::rank_size(comm);
             algo::Group { comm, me, n }

@@ -392,19 +392,87 @@ pub(crate) fn tag_ub() -> i32 {
 /// The probe is for a tag no one sends: a probe that matches a waiting message returns at
 /// once without driving progress (Open MPI's ob1), and collectives' point-to-point messages
 /// may wait here unreceived for a while.
+///
+/// Open MPI told to yield when idle (`mpi_yield_when_idle`) would yield the processor inside
+/// this probe whenever nothing arrived, which on a busy host costs the calling thread (a
+/// watcher that wakes every few microseconds) its place in the scheduler's queue: its next
+/// wake-ups then wait for the scheduler's tick (4 ms) instead of running at once. So the probe
+/// runs with Open MPI's yield off (tiers' MPI lock is held: no other thread is in MPI) and it
+/// is restored after.
 pub(crate) fn progress(comm: Comm) {
     const NEVER_SENT: c_int = 0x7fff;
     let mut flag: c_int = 0;
-    // SAFETY: valid communicator and out-pointers; the status is ignored.
-    let _ = call("MPI_Iprobe", || unsafe {
-        ffi::MPI_Iprobe(
-            ffi::RSMPI_ANY_SOURCE,
-            NEVER_SENT,
-            comm.0,
-            &mut flag,
-            ffi::RSMPI_STATUS_IGNORE,
-        )
+    // Only while tiers' lock keeps every other thread out of MPI.
+    let toggle = if thread_multiple() {
+        None
+    } else {
+        opal_set_yield()
+    };
+    let _ = call("MPI_Iprobe", || {
+        let before = toggle.map(|f| f(false));
+        // SAFETY: valid communicator and out-pointers; the status is ignored.
+        let rc = unsafe {
+            ffi::MPI_Iprobe(
+                ffi::RSMPI_ANY_SOURCE,
+                NEVER_SENT,
+                comm.0,
+                &mut flag,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        if let (Some(f), Some(b)) = (toggle, before) {
+            f(b);
+        }
+        rc
     });
+}
+
+/// Open MPI's `bool opal_progress_set_yield_when_idle(bool)` (returns the setting before),
+/// where this MPI is Open MPI.
+fn opal_set_yield() -> Option<extern "C" fn(bool) -> bool> {
+    static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let f = *F.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name looks a symbol up in the loaded objects.
+        unsafe {
+            libc::dlsym(
+                libc::RTLD_DEFAULT,
+                c"opal_progress_set_yield_when_idle".as_ptr(),
+            ) as usize
+        }
+    });
+    // SAFETY: where present the symbol is Open MPI's function of that signature (a C bool is
+    // Rust's bool), loaded with libmpi for the life of the process.
+    (f != 0).then(|| unsafe { std::mem::transmute::<usize, extern "C" fn(bool) -> bool>(f) })
+}
+
+/// Makes Open MPI read its sockets at every progress call, as it does while it sets itself
+/// up, instead of on one call in eight and at most every 10 ms (its event tick). Open MPI
+/// stops doing so after `MPI_Init` "to get better latency when not using TCP"; tiers calls
+/// this once the world spans hosts, where MPI's one-sided operations travel over TCP
+/// (osc pt2pt) and every put, flush request and acknowledgement waits for the peer to read
+/// its socket: without it a write across hosts whose target only spins on its memory took
+/// 4-14 ms. Costs one `epoll_wait(0)` per progress call. Returns whether this MPI is Open
+/// MPI (elsewhere the symbol is absent and nothing changes).
+pub(crate) fn read_sockets_at_every_progress() -> bool {
+    static DONE: Once = Once::new();
+    static FOUND: AtomicBool = AtomicBool::new(false);
+    DONE.call_once(|| {
+        // SAFETY: dlsym with a NUL-terminated name looks a symbol up in the loaded objects.
+        let f = unsafe {
+            libc::dlsym(
+                libc::RTLD_DEFAULT,
+                c"opal_progress_event_users_increment".as_ptr(),
+            )
+        };
+        if !f.is_null() {
+            // SAFETY: Open MPI's `void opal_progress_event_users_increment(void)`, loaded with
+            // libmpi; it takes nothing and only raises a counter.
+            let inc: extern "C" fn() = unsafe { std::mem::transmute(f) };
+            inc();
+            FOUND.store(true, Ordering::Relaxed);
+        }
+    });
+    FOUND.load(Ordering::Relaxed)
 }
 
 /// `MPI_Ibarrier`.
