@@ -57,6 +57,14 @@ fn parse(program: &str, text: &str) -> BTreeMap<u64, f64> {
             .split(|c: char| c.is_whitespace() || c == ':')
             .filter_map(|t| t.parse::<f64>().ok())
             .collect();
+        // A table row holds numbers only (allreduce's ends in "usecs"); any other line that
+        // happens to hold two or three numbers (a launcher's "2 x 1, set 1") is not one.
+        let table_row = line
+            .split_whitespace()
+            .all(|t| t.parse::<f64>().is_ok() || t == "usecs");
+        if !table_row && matches!(shape, Shape::Latency | Shape::Bandwidth | Shape::Reduce) {
+            continue;
+        }
         let (size, us) = match shape {
             Shape::Barrier if line.trim_start().starts_with("time") => match nums[..] {
                 [v] => (0, v),
@@ -489,6 +497,13 @@ mod tests {
             BTreeMap::from([(8, 0.5)])
         );
         assert!(parse("write_lat", "").is_empty());
+        // A launcher's line with numbers in it is not a row.
+        assert!(parse(
+            "write_lat",
+            "multihost: gaspi write_lat on tiers, 2 x 1, set 1\n"
+        )
+        .is_empty());
+        assert!(parse("write_bw", "run 2 of 3 on 4 cores\n").is_empty());
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! Candidates, all in the same run: a `local` world of two ranks (threads of this process)
 //! under each policy (`tiers-local-eager|lazy|proxy`); the world of the launch (`tiers run -n
 //! 2`: shm, or mpirun: mpi) under `TIERS_PROGRESS`'s policy; under mpirun with the `mpi`
-//! feature, MPI's own `MPI_Put` + `MPI_Win_flush`. The table gives `T_comm` and the exposed
+//! feature, MPI's own `MPI_Put` + `MPI_Win_flush` and `MPI_Isend` + `MPI_Wait` (rank 1
+//! receiving each message in a blocking receive loop, as OSU's overlap benchmarks do). The
+//! table gives `T_comm` and the exposed
 //! time `T_total − (T_compute − T_post)` in µs; the `limit` row of `comm` is a memcpy of the
 //! same bytes in this run (the copy the shared-memory engines make). The overlap percentages
 //! and every world's progress counters are in the notes.
@@ -137,6 +139,53 @@ impl Xfer for MpiPut {
     }
 }
 
+/// MPI's own `MPI_Isend` to rank 1, completed by `MPI_Wait`; rank 1 receives each message in
+/// a loop ([`receive_until_stop`]).
+#[cfg(feature = "mpi")]
+struct MpiIsend<'a> {
+    mpi: &'a tiers_cluster::engine::mpi::baseline::Mpi,
+    src: &'a [u8],
+    pending: std::cell::RefCell<Option<tiers_cluster::engine::mpi::baseline::PendingSend<'a>>>,
+}
+
+/// Tag of the messages of the `mpi-isend` row, and of the one that ends rank 1's loop.
+#[cfg(feature = "mpi")]
+const DATA_TAG: i32 = 71;
+#[cfg(feature = "mpi")]
+const STOP_TAG: i32 = 72;
+
+#[cfg(feature = "mpi")]
+impl Xfer for MpiIsend<'_> {
+    fn name(&self) -> String {
+        "mpi-isend".into()
+    }
+    fn post(&self, bytes: usize) {
+        let p = self
+            .mpi
+            .isend(&self.src[..bytes], 1, DATA_TAG)
+            .expect("MPI_Isend");
+        *self.pending.borrow_mut() = Some(p);
+    }
+    fn wait(&self) {
+        if let Some(p) = self.pending.borrow_mut().take() {
+            p.wait().expect("MPI_Wait");
+        }
+    }
+}
+
+/// Rank 1's side of the `mpi-isend` row: receives rank 0's messages until the stop message
+/// (which rank 0 sends after its measurements, whatever their outcome).
+#[cfg(feature = "mpi")]
+fn receive_until_stop(m: &tiers_cluster::engine::mpi::baseline::Mpi) -> Res<()> {
+    let mut buf = vec![0u8; MAX];
+    loop {
+        let (tag, _) = m.recv_any_tag(&mut buf, 0)?;
+        if tag == STOP_TAG {
+            return Ok(());
+        }
+    }
+}
+
 /// Measures every transfer at every size on this thread (rank 0 of every world).
 fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
     let opts = &ctx.opts;
@@ -255,18 +304,36 @@ fn one_rank(ctx: &Ctx<'_>, w: &World) -> Res<Option<Report>> {
         None
     };
     #[cfg(feature = "mpi")]
-    let mpi = if launched && w.engine_name() == "mpi" {
-        let m = tiers_cluster::engine::mpi::baseline::Mpi::init()?;
-        Some(MpiPut {
-            win: m.window(MAX)?,
-            src: vec![7u8; MAX],
-        })
+    let base = if launched && w.engine_name() == "mpi" {
+        Some(tiers_cluster::engine::mpi::baseline::Mpi::init()?)
     } else {
         None
     };
+    #[cfg(feature = "mpi")]
+    let mpi = match &base {
+        Some(m) => Some(MpiPut {
+            win: m.window(MAX)?,
+            src: vec![7u8; MAX],
+        }),
+        None => None,
+    };
+    #[cfg(feature = "mpi")]
+    let isend_src = vec![7u8; if base.is_some() { MAX } else { 0 }];
+    #[cfg(feature = "mpi")]
+    let isend = base.as_ref().map(|m| MpiIsend {
+        mpi: m,
+        src: &isend_src,
+        pending: std::cell::RefCell::new(None),
+    });
+    #[cfg(feature = "mpi")]
+    if w.rank() == 1 {
+        if let Some(m) = &base {
+            receive_until_stop(m)?;
+        }
+    }
     let mut report = None;
     if w.rank() == 0 {
-        report = Some(std::thread::scope(|s| -> Res<Report> {
+        let measured = std::thread::scope(|s| -> Res<Report> {
             let locals: Vec<World> = Progress::ALL
                 .into_iter()
                 .map(|p| local_pair(s, p))
@@ -290,6 +357,7 @@ fn one_rank(ctx: &Ctx<'_>, w: &World) -> Res<Option<Report>> {
             let xs: Vec<&dyn Xfer> = xs
                 .into_iter()
                 .chain(mpi.as_ref().map(|m| m as &dyn Xfer))
+                .chain(isend.as_ref().map(|m| m as &dyn Xfer))
                 .collect();
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             let note = format!(
@@ -307,7 +375,13 @@ fn one_rank(ctx: &Ctx<'_>, w: &World) -> Res<Option<Report>> {
                 l.barrier(Timeout::Block)?;
             }
             Ok(r)
-        })?);
+        });
+        // Rank 1 receives until told to stop, whatever became of the measurements.
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &base {
+            m.send(&[], 1, STOP_TAG)?;
+        }
+        report = Some(measured?);
     }
     if launched {
         w.barrier(Timeout::Block)?;

@@ -75,6 +75,41 @@ impl Mpi {
         raw::recv_blocking(buf, src, tag, self.comm)
     }
 
+    /// `MPI_Isend` of `buf` to `dest` with `tag`, completed by [`PendingSend::wait`] (or when
+    /// dropped): for a benchmark that posts in one place and completes in another, as OSU's
+    /// overlap benchmarks do.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mpi::send`].
+    pub fn isend<'a>(&self, buf: &'a [u8], dest: usize, tag: i32) -> Result<PendingSend<'a>> {
+        self.check(buf.len(), dest)?;
+        // SAFETY: buf is borrowed for 'a by the PendingSend, which completes the request
+        // before it goes (wait, or drop).
+        let req = unsafe { raw::isend(buf, dest, tag, self.comm, false)? };
+        Ok(PendingSend {
+            req: Some(req),
+            _buf: PhantomData,
+        })
+    }
+
+    /// `MPI_Recv` of the next message from `src` with any tag into `buf` (blocking): its tag
+    /// and length.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mpi::send`]; MPI's truncation error when the message is longer than `buf`.
+    pub fn recv_any_tag(&self, buf: &mut [u8], src: usize) -> Result<(i32, usize)> {
+        self.check(buf.len(), src)?;
+        // SAFETY: buf is borrowed mutably for this whole call, which completes the request.
+        let mut req = unsafe { raw::irecv(buf.as_mut_ptr(), buf.len(), src, None, self.comm)? };
+        loop {
+            if let Some(st) = req.test_status()? {
+                return Ok((st.tag(), st.bytes()?));
+            }
+        }
+    }
+
     /// Runs `f` with a set of non-blocking requests (`MPI_Isend`/`MPI_Irecv` posted through
     /// [`Requests`]), then completes them all (`MPI_Waitall`) before returning, so that the
     /// buffers the requests borrow are never released or read early. Computation placed in
@@ -249,6 +284,44 @@ impl<'a> Requests<'a> {
         let r = raw::waitall_blocking(&mut self.reqs);
         self.reqs.clear();
         r
+    }
+}
+
+/// One `MPI_Isend` in flight ([`Mpi::isend`]); its buffer stays borrowed until it completes.
+pub struct PendingSend<'a> {
+    req: Option<Req>,
+    _buf: PhantomData<&'a [u8]>,
+}
+
+impl std::fmt::Debug for PendingSend<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingSend")
+            .field("done", &self.req.is_none())
+            .finish()
+    }
+}
+
+impl PendingSend<'_> {
+    /// Completes the send (`MPI_Wait`): the buffer may be reused.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mpi`](crate::Error::Mpi).
+    pub fn wait(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        match self.req.take() {
+            Some(r) => raw::waitall_blocking(&mut [r]),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for PendingSend<'_> {
+    fn drop(&mut self) {
+        let _ = self.finish();
     }
 }
 
