@@ -815,3 +815,38 @@ fn an_unknown_figure_value_names_the_numbers_there_are() {
     }
     assert!(Table::from_json_as(&doc, Some("efficiency")).is_err());
 }
+
+#[test]
+fn a_report_just_measured_draws_its_figure_value_too() {
+    let mut r = tiers_bench::Report::new("hybrid", "s", true);
+    r.figure_value = Some("efficiency".into());
+    for (pat, secs, eff) in [("1x1x1", 2.0, 1.0), ("2x1x1", 1.1, 0.909)] {
+        let params = [("pattern", json!(pat))];
+        r.push("tiers", &params, secs)
+            .extra
+            .push(("efficiency".into(), json!(eff)));
+        r.push_limit(
+            &params,
+            2.0 / if pat == "1x1x1" { 1.0 } else { 2.0 },
+            "1x1x1 over p",
+        );
+    }
+    let t = Table::from_report(&r);
+    assert_eq!(t.unit, "parallel efficiency");
+    assert!(!t.lower_is_better);
+    let tiers: Vec<f64> = t
+        .rows
+        .iter()
+        .filter(|r| !r.is_limit())
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(tiers, vec![1.0, 0.909]);
+    // The limit rows do not state an efficiency: 1 by definition.
+    assert!(t
+        .rows
+        .iter()
+        .filter(|r| r.is_limit())
+        .all(|r| r.value == 1.0));
+    let s = svg(&ReportFigure::new(t).unwrap());
+    assert!(texts(&s).iter().any(|l| l.contains("parallel efficiency")));
+}
