@@ -215,8 +215,6 @@ fn run_gpi2(
     parse(out)
 }
 
-/// How a metric's rows read: the microseconds of one operation (write_bw: per write of `bytes`,
-/// so lower is better throughout; init: of gaspi_proc_init).
 /// The directory holding `libtiers_gaspi.so` of this build: `deps/` beside the `tiers`
 /// binary, where cargo always leaves the newest one (`cargo test` does not copy it up),
 /// else beside the binary itself.
@@ -234,6 +232,8 @@ pub(super) fn library_dir() -> Result<PathBuf, String> {
         })
 }
 
+/// How a metric's rows read: the microseconds of one operation (write_bw: per write of `bytes`,
+/// so lower is better throughout; init: of gaspi_proc_init).
 fn micros(metric: &str, bytes: u64, v: f64) -> f64 {
     match metric {
         "init" => v * 1e6,

@@ -97,6 +97,24 @@ fn parse(program: &str, text: &str) -> BTreeMap<u64, f64> {
     out
 }
 
+/// Figures over rounds or sets: (program, implementation) -> size -> values.
+type Figures = BTreeMap<(String, &'static str), BTreeMap<u64, Vec<f64>>>;
+
+/// Pushes the median row of each implementation measured at `size` of program `p` (one size
+/// parameter for every program, so that one figure shows them all: bytes for transfers,
+/// elements for allreduce, 0 for barrier and init); with `sets`, each row says over how many.
+fn push_medians(report: &mut Report, vals: &Figures, p: &str, size: u64, sets: bool) {
+    let params = [("program", json!(p)), ("size", json!(size))];
+    for imp in ["tiers", "gpi2"] {
+        if let Some(v) = vals.get(&(p.to_string(), imp)).and_then(|m| m.get(&size)) {
+            let row = report.push(imp, &params, median(v));
+            if sets {
+                row.extra.push(("sets".into(), json!(v.len())));
+            }
+        }
+    }
+}
+
 /// The micro-benchmark programs: those GPI-2's `Makefile.am` builds (`bin/NAME.bin`).
 fn programs(src: &Path) -> Res<Vec<String>> {
     let make = std::fs::read_to_string(src.join("Makefile.am"))
@@ -207,7 +225,7 @@ fn source_dir(args: &[String]) -> Res<PathBuf> {
 /// hosts): files `PROGRAM-IMPL-SET.txt`, or `PROGRAM-IMPL-SET-RANK.txt` of which rank 0's
 /// counts, IMPL `tiers` or `gpi2`. Each row is the median over the sets.
 fn from_dir(dir: &Path) -> Res<Report> {
-    let mut vals: BTreeMap<(String, String), BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
+    let mut vals = Figures::new();
     let mut files = 0;
     let entries = std::fs::read_dir(dir)
         .map_err(|e| format!("gaspi-micro: --from {}: {e}", dir.display()))?;
@@ -226,7 +244,12 @@ fn from_dir(dir: &Path) -> Res<Report> {
             [p, i, s, r] => (p, i, s, r),
             _ => continue,
         };
-        if rank != "0" || set.parse::<u32>().is_err() || !matches!(imp, "tiers" | "gpi2") {
+        let imp = match imp {
+            "tiers" => "tiers",
+            "gpi2" => "gpi2",
+            _ => continue,
+        };
+        if rank != "0" || set.parse::<u32>().is_err() {
             continue;
         }
         let text = std::fs::read_to_string(&path)?;
@@ -240,7 +263,7 @@ fn from_dir(dir: &Path) -> Res<Report> {
             .into());
         }
         files += 1;
-        let e = vals.entry((prog.to_string(), imp.to_string())).or_default();
+        let e = vals.entry((prog.to_string(), imp)).or_default();
         for (size, us) in figures {
             e.entry(size).or_default().push(us);
         }
@@ -257,22 +280,11 @@ fn from_dir(dir: &Path) -> Res<Report> {
     for p in progs {
         let sizes: std::collections::BTreeSet<u64> = ["tiers", "gpi2"]
             .iter()
-            .filter_map(|i| vals.get(&(p.clone(), i.to_string())))
+            .filter_map(|i| vals.get(&(p.clone(), *i)))
             .flat_map(|m| m.keys().copied())
             .collect();
         for size in sizes {
-            let params = [("program", json!(p)), ("size", json!(size))];
-            for imp in ["tiers", "gpi2"] {
-                if let Some(v) = vals
-                    .get(&(p.clone(), imp.to_string()))
-                    .and_then(|m| m.get(&size))
-                {
-                    report
-                        .push(imp, &params, median(v))
-                        .extra
-                        .push(("sets".into(), json!(v.len())));
-                }
-            }
+            push_medians(&mut report, &vals, p, size, true);
         }
     }
     report.note(format!(
@@ -372,7 +384,7 @@ fn measure(
     let cpus = tiers_node::affinity::get().unwrap_or_default();
     let pinned = if cpus.len() >= 2 { &cpus[..2] } else { &[][..] };
     // (program, implementation) -> size -> values over the rounds.
-    let mut vals: BTreeMap<(String, &str), BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
+    let mut vals = Figures::new();
     for round in 0..rounds {
         for (p, t, g) in &exes {
             let mut order: Vec<&str> = vec!["tiers"];
@@ -418,14 +430,8 @@ fn measure(
             .map(|m| m.keys().copied().collect())
             .unwrap_or_default();
         for size in sizes {
-            // One size parameter for every program, so that one figure shows them all:
-            // bytes (transfers), elements (allreduce), 0 (barrier, init).
+            push_medians(&mut report, &vals, p, size, false);
             let params = [("program", json!(p)), ("size", json!(size))];
-            for imp in ["tiers", "gpi2"] {
-                if let Some(v) = vals.get(&(p.clone(), imp)).and_then(|m| m.get(&size)) {
-                    report.push(imp, &params, median(v));
-                }
-            }
             match (shape, half_rt) {
                 (Shape::Barrier | Shape::Reduce, Some(h)) => {
                     report.push_limit(

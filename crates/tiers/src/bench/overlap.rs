@@ -119,18 +119,18 @@ impl Xfer for Tiers<'_> {
 
 /// MPI's own `MPI_Put` into rank 1's window, completed by `MPI_Win_flush`.
 #[cfg(feature = "mpi")]
-struct MpiPut {
+struct MpiPut<'a> {
     win: tiers_cluster::engine::mpi::baseline::Window,
-    src: Vec<u8>,
+    src: &'a [u8],
 }
 
 #[cfg(feature = "mpi")]
-impl Xfer for MpiPut {
+impl Xfer for MpiPut<'_> {
     fn name(&self) -> String {
         "mpi-put".into()
     }
     fn post(&self, bytes: usize) {
-        // SAFETY: `src` is not changed and lives in `self` until the flush in `wait`, which
+        // SAFETY: `src` is not changed and outlives `self`, so past the flush in `wait`, which
         // every measured iteration calls before the next post.
         unsafe { self.win.put(&self.src[..bytes], 1, 0) }.expect("MPI_Put");
     }
@@ -309,20 +309,21 @@ fn one_rank(ctx: &Ctx<'_>, w: &World) -> Res<Option<Report>> {
     } else {
         None
     };
+    // What MPI's own rows send (both read it, neither writes it).
+    #[cfg(feature = "mpi")]
+    let src = vec![7u8; if base.is_some() { MAX } else { 0 }];
     #[cfg(feature = "mpi")]
     let mpi = match &base {
         Some(m) => Some(MpiPut {
             win: m.window(MAX)?,
-            src: vec![7u8; MAX],
+            src: &src,
         }),
         None => None,
     };
     #[cfg(feature = "mpi")]
-    let isend_src = vec![7u8; if base.is_some() { MAX } else { 0 }];
-    #[cfg(feature = "mpi")]
     let isend = base.as_ref().map(|m| MpiIsend {
         mpi: m,
-        src: &isend_src,
+        src: &src,
         pending: std::cell::RefCell::new(None),
     });
     #[cfg(feature = "mpi")]

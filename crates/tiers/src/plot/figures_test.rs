@@ -57,7 +57,7 @@ fn report(unit: &str, rows: Value) -> Value {
 }
 
 fn figure(doc: &Value) -> super::Result<ReportFigure> {
-    ReportFigure::new(Table::from_json(doc)?)
+    ReportFigure::new(Table::from_json_as(doc, None)?)
 }
 
 /// Checks the structure of a report figure: labels, legend, marks per series, the limit.
@@ -571,7 +571,7 @@ fn a_report_of_parts_is_drawn_as_stacked_bars_with_the_total_marked() {
     assert!(t.iter().any(|l| l.contains("implementation")));
     // One comp bar per group (the limit's too), one wait bar per group that waited, each with
     // its legend swatch.
-    let st = super::stacked::Stack::of(&Table::from_json(&doc).unwrap())
+    let st = super::stacked::Stack::of(&Table::from_json_as(&doc, None).unwrap())
         .unwrap()
         .unwrap();
     assert_eq!(st.parts, ["comp", "wait"]);
@@ -604,9 +604,11 @@ fn parts_without_a_total_stay_lines() {
         .collect();
     let doc = report("us", json!(rows));
     let fig = figure(&doc).unwrap();
-    assert!(super::stacked::Stack::of(&Table::from_json(&doc).unwrap())
-        .unwrap()
-        .is_none());
+    assert!(
+        super::stacked::Stack::of(&Table::from_json_as(&doc, None).unwrap())
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(fig.layout().x(), Some("bytes"));
 }
 

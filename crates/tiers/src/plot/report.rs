@@ -4,7 +4,7 @@
 //! that no series mixes configurations.
 //!
 //! A report in JSON does not say which fields are parameters and which are measurements, so
-//! [`Table::from_json`] decides: integers and strings are parameters, fractional numbers
+//! [`Table::from_json_as`] decides: integers and strings are parameters, fractional numbers
 //! (efficiency, stress, …) and lists are measurements, and a few fields that describe a row
 //! rather than place it (`samples`, `min`, `max`, `measured`, `algorithm`, `vs_limit`) are
 //! neither. Of the parameters that vary, x is the one that determines the most others (the
@@ -126,7 +126,8 @@ pub struct Table {
 impl Table {
     /// From a report just measured (its parameters are known); dated today.
     pub fn from_report(r: &tiers_bench::Report) -> Table {
-        let mut t = Table::from_json(&r.to_json()).unwrap_or_default();
+        // The rows come from `r` below; its figure's field is applied once, at the end.
+        let mut t = Table::from_json_as(&r.to_json(), Some("value")).unwrap_or_default();
         t.bench.clone_from(&r.bench);
         t.unit.clone_from(&r.unit);
         t.lower_is_better = r.lower_is_better;
@@ -150,10 +151,11 @@ impl Table {
             })
             .collect();
         t.date = Some(super::today());
-        match &r.figure_value {
-            Some(f) => t.clone().with_value(f).unwrap_or(t),
-            None => t,
+        if let Some(f) = &r.figure_value {
+            // A report whose rows lack its own field keeps its values.
+            let _ = t.with_value(f);
         }
+        t
     }
 
     /// The same report with the row field `field` on y instead of `value` (`efficiency`,
@@ -161,10 +163,10 @@ impl Table {
     /// number are left out (a limit row that does not state it draws no limit line, except
     /// for efficiency and overhead, whose limits are 1 and 0 by definition), the unit
     /// and direction become the field's. An error names the numeric fields there are when no
-    /// measured row has it.
-    pub fn with_value(mut self, field: &str) -> Result<Table> {
+    /// measured row has it, and leaves the report as it was.
+    pub fn with_value(&mut self, field: &str) -> Result<()> {
         if field == "value" {
-            return Ok(self);
+            return Ok(());
         }
         let has = |r: &Row| r.numbers.iter().any(|(k, _)| k == field);
         if !self.rows.iter().any(|r| !r.is_limit() && has(r)) {
@@ -209,16 +211,12 @@ impl Table {
         };
         self.unit = unit.to_string();
         self.lower_is_better = lower;
-        Ok(self)
+        Ok(())
     }
 
-    /// From the JSON document that `tiers bench --json` prints, drawing on y the field the
-    /// report names for its figure (`figure_value`), else `value`.
-    pub fn from_json(doc: &Value) -> Result<Table> {
-        Table::from_json_as(doc, None)
-    }
-
-    /// As [`Table::from_json`], with `field` on y when given (`value` for the raw values).
+    /// From the JSON document that `tiers bench --json` prints, drawing on y `field` when
+    /// given (`value` for the raw values), else the field the report names for its figure
+    /// (`figure_value`), else `value`.
     pub fn from_json_as(doc: &Value, field: Option<&str>) -> Result<Table> {
         let Some(obj) = doc.as_object() else {
             return Err(Error(
@@ -326,10 +324,10 @@ impl Table {
         if measured_rt.is_some() {
             t.round_trip_ns = measured_rt;
         }
-        match field.or_else(|| obj.get("figure_value").and_then(Value::as_str)) {
-            Some(f) => t.with_value(f),
-            None => Ok(t),
+        if let Some(f) = field.or_else(|| obj.get("figure_value").and_then(Value::as_str)) {
+            t.with_value(f)?;
         }
+        Ok(t)
     }
 }
 
@@ -1051,8 +1049,9 @@ mod tests {
     use serde_json::json;
 
     fn table(rows: Value) -> Table {
-        Table::from_json(
+        Table::from_json_as(
             &json!({"bench": "b", "unit": "ns", "lower_is_better": true, "results": rows}),
+            None,
         )
         .unwrap()
     }

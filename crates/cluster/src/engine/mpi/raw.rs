@@ -427,19 +427,20 @@ pub(crate) fn progress(comm: Comm) {
     });
 }
 
+/// The address of Open MPI's internal function `name` where this MPI is Open MPI (looked up
+/// in the loaded objects once per name; 0 elsewhere).
+fn open_mpi_symbol(name: &'static std::ffi::CStr, cache: &std::sync::OnceLock<usize>) -> usize {
+    *cache.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name looks a symbol up in the loaded objects.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
+    })
+}
+
 /// Open MPI's `bool opal_progress_set_yield_when_idle(bool)` (returns the setting before),
 /// where this MPI is Open MPI.
 fn opal_set_yield() -> Option<extern "C" fn(bool) -> bool> {
     static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let f = *F.get_or_init(|| {
-        // SAFETY: dlsym with a NUL-terminated name looks a symbol up in the loaded objects.
-        unsafe {
-            libc::dlsym(
-                libc::RTLD_DEFAULT,
-                c"opal_progress_set_yield_when_idle".as_ptr(),
-            ) as usize
-        }
-    });
+    let f = open_mpi_symbol(c"opal_progress_set_yield_when_idle", &F);
     // SAFETY: where present the symbol is Open MPI's function of that signature (a C bool is
     // Rust's bool), loaded with libmpi for the life of the process.
     (f != 0).then(|| unsafe { std::mem::transmute::<usize, extern "C" fn(bool) -> bool>(f) })
@@ -451,28 +452,20 @@ fn opal_set_yield() -> Option<extern "C" fn(bool) -> bool> {
 /// this once the world spans hosts, where MPI's one-sided operations travel over TCP
 /// (osc pt2pt) and every put, flush request and acknowledgement waits for the peer to read
 /// its socket: without it a write across hosts whose target only spins on its memory took
-/// 4-14 ms. Costs one `epoll_wait(0)` per progress call. Returns whether this MPI is Open
-/// MPI (elsewhere the symbol is absent and nothing changes).
-pub(crate) fn read_sockets_at_every_progress() -> bool {
+/// 4-14 ms. Costs one `epoll_wait(0)` per progress call. Once per process; nothing where the
+/// MPI is not Open MPI.
+pub(crate) fn read_sockets_at_every_progress() {
+    static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     static DONE: Once = Once::new();
-    static FOUND: AtomicBool = AtomicBool::new(false);
     DONE.call_once(|| {
-        // SAFETY: dlsym with a NUL-terminated name looks a symbol up in the loaded objects.
-        let f = unsafe {
-            libc::dlsym(
-                libc::RTLD_DEFAULT,
-                c"opal_progress_event_users_increment".as_ptr(),
-            )
-        };
-        if !f.is_null() {
+        let f = open_mpi_symbol(c"opal_progress_event_users_increment", &F);
+        if f != 0 {
             // SAFETY: Open MPI's `void opal_progress_event_users_increment(void)`, loaded with
             // libmpi; it takes nothing and only raises a counter.
-            let inc: extern "C" fn() = unsafe { std::mem::transmute(f) };
+            let inc = unsafe { std::mem::transmute::<usize, extern "C" fn()>(f) };
             inc();
-            FOUND.store(true, Ordering::Relaxed);
         }
     });
-    FOUND.load(Ordering::Relaxed)
 }
 
 /// `MPI_Ibarrier`.
