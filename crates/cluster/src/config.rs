@@ -42,6 +42,11 @@ pub mod env {
     /// ranks (shared memory inside each, MPI between them), emulating several hosts on one
     /// machine (default: one host per machine).
     pub const MPI_RANKS_PER_HOST: &str = "TIERS_MPI_RANKS_PER_HOST";
+    /// `0`: a queue's local wait (GASPI's `gaspi_wait`) on the `mpi` engine also waits until
+    /// the writes have landed at their targets on other hosts, as a full wait does (default:
+    /// with Open MPI, small writes are left in flight and flushed before anything that must
+    /// see them; see the engine's README).
+    pub const MPI_LOCAL_WAIT: &str = "TIERS_MPI_LOCAL_WAIT";
     /// The progress policy of every world of the process: `eager` (default), `lazy` or
     /// `proxy` (see [`Progress`](crate::Progress)).
     pub const PROGRESS: &str = "TIERS_PROGRESS";

@@ -297,7 +297,8 @@ impl<'w> Queue<'w> {
     }
 
     /// Waits until everything posted on this queue is locally complete (sources reusable, read
-    /// data present), and empties it.
+    /// data present), and empties it. On the `mpi` engine the writes to other hosts have then
+    /// also landed at their targets ([`Queue::wait_local`] skips that round trip).
     ///
     /// # Errors
     ///
@@ -305,6 +306,25 @@ impl<'w> Queue<'w> {
     /// again), [`Error::Mpi`] when MPI fails. Under the proxy policy, the first error of a
     /// request the proxy performed ([`Error::PeerFailed`] when its target failed meanwhile).
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
+        self.wait_with(timeout, false)
+    }
+
+    /// [`Queue::wait`] for local completion only, GASPI's `gaspi_wait`: sources reusable and
+    /// read data present, but writes to other hosts over MPI may still be on their way. They
+    /// land before any later barrier, collective, notification, atomic or passive message of
+    /// this rank, and before its later reads from the same target; a target that only
+    /// watches its memory sees them when its MPI next progresses. Saves the round trip to
+    /// each target that `wait` pays on the `mpi` engine between hosts; the same as `wait` on
+    /// every other engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::wait`].
+    pub fn wait_local(&self, timeout: Timeout) -> Result<()> {
+        self.wait_with(timeout, true)
+    }
+
+    fn wait_with(&self, timeout: Timeout, local: bool) -> Result<()> {
         let w = self.world;
         if let Some(p) = &w.proxy {
             // Requests handed over first (performing those not yet started): the engine's
@@ -323,7 +343,11 @@ impl<'w> Queue<'w> {
         } else if w.polls {
             w.counters.poll(&*w.engine)?;
         }
-        w.engine.wait(self.q, timeout)?;
+        if local {
+            w.engine.wait_local(self.q, timeout)?;
+        } else {
+            w.engine.wait(self.q, timeout)?;
+        }
         self.world.posted[self.q].store(0, Ordering::Relaxed);
         Ok(())
     }

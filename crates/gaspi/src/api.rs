@@ -432,7 +432,9 @@ api! {
         let c = ctx()?;
         let q = c.queue(q)?;
         c.stats.count(Counter::Waits, 0, 1);
-        c.tq(q).wait(tmo(timeout)).map_err(err)?;
+        // GASPI's wait is local completion: on the mpi engine this leaves small writes to
+        // other hosts in flight rather than waiting for each target's acknowledgement.
+        c.tq(q).wait_local(tmo(timeout)).map_err(err)?;
         c.posted[q].store(0, Ordering::Relaxed);
         Ok(())
     }

@@ -376,8 +376,12 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                     unsafe { libc::_exit(0) };
                 }
                 if drives {
-                    // One MPI_Iprobe, not a wait: a wait's pace may yield for milliseconds
-                    // first when Open MPI is told to yield when idle.
+                    // Probes, not a wait: a wait's pace may yield for milliseconds first when
+                    // Open MPI is told to yield when idle. Two of them: Open MPI's progress
+                    // runs its callbacks before it reads its sockets, so a put read by one
+                    // probe is applied by the next (one probe per wake-up took 360 µs per
+                    // GPI-2 write_lat step across two namespaced hosts, two take 130).
+                    c.w.progress_now();
                     c.w.progress_now();
                 }
                 std::thread::park_timeout(nap);
@@ -393,8 +397,10 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
 const KILL_POLL: Duration = Duration::from_millis(2);
 
 /// How often the watcher lets MPI progress where the engine needs it: the most a write to a
-/// rank that only spins on its memory waits for the target's side of MPI.
-const PROGRESS_POLL: Duration = Duration::from_micros(50);
+/// rank that only spins on its memory waits for the target's side of MPI. 20 µs: GPI-2's
+/// write_lat across two namespaced hosts takes 100 µs per step (130 at 50 µs); each wake-up
+/// costs two `MPI_Iprobe`s (a few microseconds) while the program runs.
+const PROGRESS_POLL: Duration = Duration::from_micros(20);
 
 /// The kill watcher of the running context, joined by `term`.
 static WATCHER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);

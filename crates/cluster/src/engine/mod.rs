@@ -199,8 +199,18 @@ pub trait Engine: Send + Sync {
     fn notify(&self, queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()>;
     /// Posts a write followed by a notification that becomes visible only after the data.
     fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()>;
-    /// Waits for local completion of everything posted on `queue`.
+    /// Waits for local completion of everything posted on `queue` (the `mpi` engine also
+    /// waits until the writes have landed at their targets on other hosts).
     fn wait(&self, queue: usize, timeout: Timeout) -> Result<()>;
+    /// Waits for local completion only (GASPI's `gaspi_wait`): sources reusable, read data
+    /// present; writes may still be on their way to their targets, where they land before
+    /// any later barrier, collective, notification, atomic or passive message of this rank
+    /// takes effect, and before a later read of this rank from the same target. Only the
+    /// `mpi` engine between hosts differs from [`Engine::wait`] (it skips the round trip of
+    /// `MPI_Win_flush`).
+    fn wait_local(&self, queue: usize, timeout: Timeout) -> Result<()> {
+        self.wait(queue, timeout)
+    }
 
     /// Waits until one of notifications `first..first + count` of the local `seg` is non-zero;
     /// returns its id (the lowest such).

@@ -29,6 +29,7 @@ macro_rules! suite {
             rma::write_notify_shows_data_before_the_notification,
             rma::writes_reach_every_rank,
             rma::reads_fetch_remote_data,
+            rma::local_waits_land_before_what_follows,
             rma::write_list_notify_delivers_every_write,
             rma::read_list_fetches_every_transfer,
             rma::notify_waitsome_times_out,

@@ -65,6 +65,79 @@ pub fn write_notify_shows_data_before_the_notification(w: &World) {
     f.done();
 }
 
+/// 64 bytes that say which round and which step wrote them.
+fn stamp(round: u32, step: u8) -> [u8; 64] {
+    let mut v = [0u8; 64];
+    for (i, b) in v.iter_mut().enumerate() {
+        *b = (round as u8).wrapping_mul(3) ^ step ^ i as u8;
+    }
+    v
+}
+
+/// `Queue::wait_local` (GASPI's `gaspi_wait`) leaves writes in flight only as far as nothing
+/// can tell: a notification, a barrier, a read from the same target and a second write over
+/// the same bytes all come after them, round after round.
+pub fn local_waits_land_before_what_follows(w: &World) {
+    let f = Fixture::new(w);
+    let (seg, q) = (&f.seg, &f.q);
+    let to = f.next;
+    let written = |off: usize, want: [u8; 64], what: &str, round: u32| {
+        let mut got = [0u8; 64];
+        ok(seg.read(off, &mut got), "local read");
+        assert_eq!(got, want, "round {round}: {what}");
+    };
+    for round in 1..=100u32 {
+        // Before a notification.
+        ok(seg.write(0, &stamp(round, 1)), "source");
+        ok(q.write(S1.at(0), S1.on(to, 1024), 64), "write");
+        ok(q.wait_local(BLK), "local wait");
+        ok(
+            q.notify(
+                to,
+                S1,
+                Notification {
+                    id: 9,
+                    value: round,
+                },
+            ),
+            "notify",
+        );
+        ok(w.notify_waitsome(S1, 9..10, BLK), "waitsome");
+        assert_eq!(ok(w.notify_reset(S1, 9), "reset"), round);
+        written(1024, stamp(round, 1), "data before the notification", round);
+        // Twice over the same bytes, then a barrier: the second write wins.
+        ok(seg.write(64, &stamp(round, 2)), "source");
+        ok(q.write(S1.at(64), S1.on(to, 1536), 64), "write");
+        ok(q.wait_local(BLK), "local wait");
+        ok(seg.write(64, &stamp(round, 3)), "source reused");
+        ok(q.write(S1.at(64), S1.on(to, 1536), 64), "write again");
+        ok(q.wait_local(BLK), "local wait");
+        // A read of what was just written, from the same target.
+        ok(seg.write(128, &stamp(round, 4)), "source");
+        ok(q.write(S1.at(128), S1.on(to, 2048), 64), "write");
+        ok(q.wait_local(BLK), "local wait");
+        ok(q.read(S1.at(2560), S1.on(to, 2048), 64), "read back");
+        ok(q.wait_local(BLK), "local wait for the read");
+        written(
+            2560,
+            stamp(round, 4),
+            "read after a locally completed write",
+            round,
+        );
+        ok(w.barrier(BLK), "barrier");
+        written(
+            1536,
+            stamp(round, 3),
+            "second write after the barrier",
+            round,
+        );
+        written(2048, stamp(round, 4), "write before the barrier", round);
+        // Nobody starts the next round before every rank has checked this one.
+        ok(w.barrier(BLK), "barrier");
+    }
+    f.done();
+}
+
 /// The pattern rank `from` writes to rank `to`.
 fn pattern(from: usize, to: usize) -> Vec<u8> {
     (0..64).map(|i| (from * 31 + to * 7 + i) as u8).collect()

@@ -210,6 +210,9 @@ struct QState {
     touched: HashSet<(u32, Rank)>,
     /// The last entry put into `touched` (most writes in a row go to one target).
     last: Option<(u32, Rank)>,
+    /// A write of `RPUT_MIN` bytes or more was posted: MPI may deliver it after later small
+    /// puts to the same target (rendezvous), so even a local wait flushes it to its target.
+    large: bool,
     /// Notification values in flight (their puts read them until flushed).
     // Boxed: the puts read them by address, so they must not move when the Vec grows.
     #[allow(clippy::vec_box)]
@@ -251,6 +254,15 @@ pub struct MpiEngine {
     /// only it may be called next. (On one host the host engine keeps this.)
     pending: Mutex<Option<Collective>>,
     passive: Mutex<Passive>,
+    /// Targets whose puts completed locally (`wait_local`) but are not known to have landed:
+    /// flushed before anything that must see them there (see [`MpiEngine::flush_deferred`]).
+    deferred: Mutex<HashSet<(u32, Rank)>>,
+    /// `deferred` is not empty (checked without the lock on every synchronising call).
+    any_deferred: std::sync::atomic::AtomicBool,
+    /// Whether `wait_local` may leave small puts in flight: Open MPI (whose osc components
+    /// deliver a target's small puts in the order they were posted), unless
+    /// `TIERS_MPI_LOCAL_WAIT=0`.
+    local_wait: bool,
     /// How long a wait polls MPI before it naps.
     spin: Duration,
     /// Open MPI was told to yield when idle: waits yield rather than spin.
@@ -408,6 +420,11 @@ impl MpiEngine {
             coll: Mutex::new(Coll::new()),
             pending: Mutex::new(None),
             passive: Mutex::new(Passive::default()),
+            deferred: Mutex::new(HashSet::new()),
+            any_deferred: std::sync::atomic::AtomicBool::new(false),
+            local_wait: hosts > 1
+                && raw::is_open_mpi()
+                && config::env_str(env::MPI_LOCAL_WAIT).as_deref() != Some("0"),
             spin: if hsize <= cpus {
                 config::MPI_SPIN
             } else {
@@ -629,8 +646,90 @@ impl MpiEngine {
         f(src, r, SEG_HEADER + t.remote.offset)
     }
 
-    fn post(&self, queue: usize, seg: u32, rank: Rank, req: Option<Req>, value: Option<Box<u32>>) {
+    /// A queue's wait: tests its requests (real timeouts), then completes what it posted to
+    /// other hosts. `local` (GASPI's `gaspi_wait`, [`Engine::wait_local`]) asks only for local
+    /// completion: small puts are pushed out (`MPI_Win_flush_local`) and their targets
+    /// remembered in `deferred`, which saves the round trip to a target that may be busy
+    /// computing (over TCP it answers a flush only when it next calls MPI); everything else
+    /// (a full wait, barrier, collective, notification, atomic, passive message, segment
+    /// call, or a read from that target) flushes them first. Writes of `RPUT_MIN` bytes and
+    /// more are flushed at once even so: MPI may deliver them after later small puts.
+    fn wait_queue(&self, queue: usize, timeout: Timeout, local: bool) -> Result<()> {
+        if !local {
+            self.flush_deferred(None)?;
+        }
         let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        if q.touched.is_empty() {
+            return Ok(());
+        }
+        let local = local && !q.large;
+        let reqs = &mut q.reqs;
+        wait::until(timeout.deadline(), self.pace(), || {
+            let mut i = 0;
+            while i < reqs.len() {
+                if reqs[i].test()? {
+                    reqs.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+            Ok(reqs.is_empty())
+        })?;
+        q.last = None;
+        q.large = false;
+        let touched: Vec<_> = q.touched.drain().collect();
+        for &(seg, rank) in &touched {
+            if let Ok(s) = self.seg(seg, rank) {
+                if local {
+                    s.win.flush_local(rank)?;
+                } else {
+                    s.win.flush(rank)?;
+                }
+            }
+        }
+        q.values.clear();
+        drop(q);
+        if local {
+            let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+            d.extend(touched);
+            self.any_deferred.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Flushes the puts that `wait_local` left in flight (to `rank` only, or to every
+    /// target): after this they are complete at their targets. Cheap when there are none.
+    fn flush_deferred(&self, rank: Option<Rank>) -> Result<()> {
+        if !self.any_deferred.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        let due: Vec<_> = d
+            .iter()
+            .copied()
+            .filter(|&(_, r)| rank.is_none_or(|x| x == r))
+            .collect();
+        for &(seg, r) in &due {
+            if let Ok(s) = self.seg(seg, r) {
+                s.win.flush(r)?;
+            }
+            d.remove(&(seg, r));
+        }
+        self.any_deferred.store(!d.is_empty(), Ordering::Release);
+        Ok(())
+    }
+
+    fn post(
+        &self,
+        queue: usize,
+        seg: u32,
+        rank: Rank,
+        req: Option<Req>,
+        value: Option<Box<u32>>,
+        large: bool,
+    ) {
+        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        q.large |= large;
         q.reqs.extend(req);
         q.values.extend(value);
         if q.last != Some((seg, rank)) {
@@ -647,13 +746,15 @@ impl MpiEngine {
         id: usize,
         value: u32,
     ) -> Result<()> {
+        // Puts a local wait left in flight land before the notification that may announce them.
+        self.flush_deferred(Some(rank))?;
         let s = self.seg(seg, rank)?;
         let v = Box::new(value);
         let disp = std::mem::offset_of!(SegHeader, notif) + id * 4;
         // SAFETY: the value lives in the queue until the queue's wait has flushed this target;
         // the displacement lies in the target's header (id < NOTIFICATIONS, checked by World).
         let req = unsafe { s.win.rput(&*v as *const u32 as *const u8, 4, rank, disp)? };
-        self.post(queue, seg, rank, Some(req), Some(v));
+        self.post(queue, seg, rank, Some(req), Some(v), false);
         // A notification must arrive without a queue wait at the origin (the target may be
         // waiting for it while the origin waits for something else): push it out now.
         s.win.flush_local(rank)
@@ -788,6 +889,7 @@ impl Engine for MpiEngine {
                 .segment_create(seg, size, timeout)
                 .map_err(|e| self.lift(e));
         }
+        self.flush_deferred(None)?;
         self.guarded(Collective::SegmentCreate { seg }, || {
             self.segment_create_hosts(seg, size, timeout)
         })
@@ -800,6 +902,7 @@ impl Engine for MpiEngine {
                 .segment_delete(seg, timeout)
                 .map_err(|e| self.lift(e));
         }
+        self.flush_deferred(None)?;
         self.guarded(Collective::SegmentDelete { seg }, || {
             self.segment_delete_hosts(seg, timeout)
         })
@@ -839,7 +942,14 @@ impl Engine for MpiEngine {
                 }
             }
         })?;
-        self.post(queue, t.remote.seg.0, t.remote.rank, req, None);
+        self.post(
+            queue,
+            t.remote.seg.0,
+            t.remote.rank,
+            req,
+            None,
+            t.len >= RPUT_MIN,
+        );
         Ok(())
     }
 
@@ -851,10 +961,11 @@ impl Engine for MpiEngine {
                 Err(e) => Err(self.lift(e)),
             };
         }
+        self.flush_deferred(Some(t.remote.rank))?;
         let (dst, s, disp) = self.remote(t)?;
         // SAFETY: as in write; the local range is this rank's to overwrite (GASPI read).
         let req = unsafe { s.win.rget(dst, t.len, t.remote.rank, disp)? };
-        self.post(queue, t.remote.seg.0, t.remote.rank, Some(req), None);
+        self.post(queue, t.remote.seg.0, t.remote.rank, Some(req), None, false);
         Ok(())
     }
 
@@ -884,30 +995,11 @@ impl Engine for MpiEngine {
     }
 
     fn wait(&self, queue: usize, timeout: Timeout) -> Result<()> {
-        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
-        if q.touched.is_empty() {
-            return Ok(());
-        }
-        let reqs = &mut q.reqs;
-        wait::until(timeout.deadline(), self.pace(), || {
-            let mut i = 0;
-            while i < reqs.len() {
-                if reqs[i].test()? {
-                    reqs.swap_remove(i);
-                } else {
-                    i += 1;
-                }
-            }
-            Ok(reqs.is_empty())
-        })?;
-        q.last = None;
-        for (seg, rank) in q.touched.drain().collect::<Vec<_>>() {
-            if let Ok(s) = self.seg(seg, rank) {
-                s.win.flush(rank)?;
-            }
-        }
-        q.values.clear();
-        Ok(())
+        self.wait_queue(queue, timeout, false)
+    }
+
+    fn wait_local(&self, queue: usize, timeout: Timeout) -> Result<()> {
+        self.wait_queue(queue, timeout, self.local_wait)
     }
 
     fn notify_waitsome(
@@ -971,6 +1063,7 @@ impl Engine for MpiEngine {
                 .atomic_fetch_add(i, seg, offset, value)
                 .map_err(|e| self.lift(e));
         }
+        self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
         s.win.fetch_add(rank, SEG_HEADER + offset, value)
     }
@@ -994,6 +1087,7 @@ impl Engine for MpiEngine {
                 .atomic_compare_swap(i, seg, offset, expected, new)
                 .map_err(|e| self.lift(e));
         }
+        self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
         s.win.compare_swap(rank, SEG_HEADER + offset, expected, new)
     }
@@ -1002,6 +1096,7 @@ impl Engine for MpiEngine {
         if self.hosts == 1 {
             return self.host.barrier(timeout).map_err(|e| self.lift(e));
         }
+        self.flush_deferred(None)?;
         self.guarded(Collective::Barrier, || {
             let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
             self.barrier_locked(&mut c, Collective::BARRIER, timeout)
@@ -1021,6 +1116,7 @@ impl Engine for MpiEngine {
         if self.hosts == 1 {
             return self.allreduce_hosts(word, input, output, ty, op, timeout);
         }
+        self.flush_deferred(None)?;
         let call = Collective::Allreduce { len, ty, op };
         self.guarded(call, || {
             self.allreduce_hosts(word, input, output, ty, op, timeout)
@@ -1040,6 +1136,7 @@ impl Engine for MpiEngine {
                 max: PASSIVE_MAX,
             });
         }
+        self.flush_deferred(None)?;
         let buf = data.to_vec();
         // SAFETY: buf stays alive until the request completes: here, or in the pending list.
         let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };

@@ -436,6 +436,11 @@ fn open_mpi_symbol(name: &'static std::ffi::CStr, cache: &std::sync::OnceLock<us
     })
 }
 
+/// Whether this MPI is Open MPI (its progress engine's functions are loaded).
+pub(crate) fn is_open_mpi() -> bool {
+    opal_set_yield().is_some()
+}
+
 /// Open MPI's `bool opal_progress_set_yield_when_idle(bool)` (returns the setting before),
 /// where this MPI is Open MPI.
 fn opal_set_yield() -> Option<extern "C" fn(bool) -> bool> {
