@@ -36,6 +36,7 @@
 mod algo;
 pub mod baseline;
 mod coll;
+mod completion;
 mod raw;
 
 pub use raw::{launched, thread_multiple, Threading};
@@ -49,8 +50,9 @@ use crate::error::{Error, Rank, Result};
 use crate::health::Health;
 use crate::sys::{self, Mapping};
 use crate::timeout::{Deadline, Timeout};
-use crate::wait::{self, Naps, Pace};
+use crate::wait::{Naps, Pace};
 use coll::Coll;
+use completion::QState;
 use raw::{Comm, Req, Win};
 use std::collections::HashSet;
 use std::io;
@@ -201,22 +203,6 @@ enum Slot {
         sizes: Vec<u64>,
     },
     Ready(Arc<MpiSeg>),
-}
-
-/// What one queue has posted to other hosts since its last wait.
-#[derive(Default)]
-struct QState {
-    reqs: Vec<Req>,
-    touched: HashSet<(u32, Rank)>,
-    /// The last entry put into `touched` (most writes in a row go to one target).
-    last: Option<(u32, Rank)>,
-    /// A write of `RPUT_MIN` bytes or more was posted: MPI may deliver it after later small
-    /// puts to the same target (rendezvous), so even a local wait flushes it to its target.
-    large: bool,
-    /// Notification values in flight (their puts read them until flushed).
-    // Boxed: the puts read them by address, so they must not move when the Vec grows.
-    #[allow(clippy::vec_box)]
-    values: Vec<Box<u32>>,
 }
 
 /// Passive messages between hosts.
@@ -451,6 +437,8 @@ impl MpiEngine {
                 return Err(Error::mismatch(call, p, self.rank));
             }
         }
+        // Puts a local wait left in flight land before any collective between hosts.
+        self.flush_deferred(None)?;
         let r = f();
         *self.pending.lock().unwrap_or_else(|e| e.into_inner()) =
             matches!(r, Err(Error::Timeout | Error::PeerFailed(_))).then_some(call);
@@ -646,98 +634,6 @@ impl MpiEngine {
         f(src, r, SEG_HEADER + t.remote.offset)
     }
 
-    /// A queue's wait: tests its requests (real timeouts), then completes what it posted to
-    /// other hosts. `local` (GASPI's `gaspi_wait`, [`Engine::wait_local`]) asks only for local
-    /// completion: small puts are pushed out (`MPI_Win_flush_local`) and their targets
-    /// remembered in `deferred`, which saves the round trip to a target that may be busy
-    /// computing (over TCP it answers a flush only when it next calls MPI); everything else
-    /// (a full wait, barrier, collective, notification, atomic, passive message, segment
-    /// call, or a read from that target) flushes them first. Writes of `RPUT_MIN` bytes and
-    /// more are flushed at once even so: MPI may deliver them after later small puts.
-    fn wait_queue(&self, queue: usize, timeout: Timeout, local: bool) -> Result<()> {
-        if !local {
-            self.flush_deferred(None)?;
-        }
-        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
-        if q.touched.is_empty() {
-            return Ok(());
-        }
-        let local = local && !q.large;
-        let reqs = &mut q.reqs;
-        wait::until(timeout.deadline(), self.pace(), || {
-            let mut i = 0;
-            while i < reqs.len() {
-                if reqs[i].test()? {
-                    reqs.swap_remove(i);
-                } else {
-                    i += 1;
-                }
-            }
-            Ok(reqs.is_empty())
-        })?;
-        q.last = None;
-        q.large = false;
-        let touched: Vec<_> = q.touched.drain().collect();
-        for &(seg, rank) in &touched {
-            if let Ok(s) = self.seg(seg, rank) {
-                if local {
-                    s.win.flush_local(rank)?;
-                } else {
-                    s.win.flush(rank)?;
-                }
-            }
-        }
-        q.values.clear();
-        drop(q);
-        if local {
-            let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-            d.extend(touched);
-            self.any_deferred.store(true, Ordering::Release);
-        }
-        Ok(())
-    }
-
-    /// Flushes the puts that `wait_local` left in flight (to `rank` only, or to every
-    /// target): after this they are complete at their targets. Cheap when there are none.
-    fn flush_deferred(&self, rank: Option<Rank>) -> Result<()> {
-        if !self.any_deferred.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-        let due: Vec<_> = d
-            .iter()
-            .copied()
-            .filter(|&(_, r)| rank.is_none_or(|x| x == r))
-            .collect();
-        for &(seg, r) in &due {
-            if let Ok(s) = self.seg(seg, r) {
-                s.win.flush(r)?;
-            }
-            d.remove(&(seg, r));
-        }
-        self.any_deferred.store(!d.is_empty(), Ordering::Release);
-        Ok(())
-    }
-
-    fn post(
-        &self,
-        queue: usize,
-        seg: u32,
-        rank: Rank,
-        req: Option<Req>,
-        value: Option<Box<u32>>,
-        large: bool,
-    ) {
-        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
-        q.large |= large;
-        q.reqs.extend(req);
-        q.values.extend(value);
-        if q.last != Some((seg, rank)) {
-            q.touched.insert((seg, rank));
-            q.last = Some((seg, rank));
-        }
-    }
-
     fn notify_remote(
         &self,
         queue: usize,
@@ -889,7 +785,6 @@ impl Engine for MpiEngine {
                 .segment_create(seg, size, timeout)
                 .map_err(|e| self.lift(e));
         }
-        self.flush_deferred(None)?;
         self.guarded(Collective::SegmentCreate { seg }, || {
             self.segment_create_hosts(seg, size, timeout)
         })
@@ -902,7 +797,6 @@ impl Engine for MpiEngine {
                 .segment_delete(seg, timeout)
                 .map_err(|e| self.lift(e));
         }
-        self.flush_deferred(None)?;
         self.guarded(Collective::SegmentDelete { seg }, || {
             self.segment_delete_hosts(seg, timeout)
         })
@@ -1096,7 +990,6 @@ impl Engine for MpiEngine {
         if self.hosts == 1 {
             return self.host.barrier(timeout).map_err(|e| self.lift(e));
         }
-        self.flush_deferred(None)?;
         self.guarded(Collective::Barrier, || {
             let mut c = self.coll.lock().unwrap_or_else(|e| e.into_inner());
             self.barrier_locked(&mut c, Collective::BARRIER, timeout)
@@ -1116,7 +1009,6 @@ impl Engine for MpiEngine {
         if self.hosts == 1 {
             return self.allreduce_hosts(word, input, output, ty, op, timeout);
         }
-        self.flush_deferred(None)?;
         let call = Collective::Allreduce { len, ty, op };
         self.guarded(call, || {
             self.allreduce_hosts(word, input, output, ty, op, timeout)

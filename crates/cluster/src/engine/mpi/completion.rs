@@ -1,0 +1,122 @@
+//! A queue's requests to other hosts and how a wait completes them: fully (`MPI_Win_flush`,
+//! the writes have landed) or locally (`MPI_Win_flush_local`, GASPI's `gaspi_wait`), with the
+//! targets of locally completed puts remembered until something must see them there (see the
+//! engine README, "Local waits").
+
+use super::raw::Req;
+use super::MpiEngine;
+use crate::error::{Rank, Result};
+use crate::timeout::Timeout;
+use crate::wait;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+/// What one queue has posted to other hosts since its last wait.
+#[derive(Default)]
+pub(super) struct QState {
+    pub(super) reqs: Vec<Req>,
+    pub(super) touched: HashSet<(u32, Rank)>,
+    /// The last entry put into `touched` (most writes in a row go to one target).
+    pub(super) last: Option<(u32, Rank)>,
+    /// A write of `RPUT_MIN` bytes or more was posted: MPI may deliver it after later small
+    /// puts to the same target (rendezvous), so even a local wait flushes it to its target.
+    pub(super) large: bool,
+    /// Notification values in flight (their puts read them until flushed).
+    // Boxed: the puts read them by address, so they must not move when the Vec grows.
+    #[allow(clippy::vec_box)]
+    pub(super) values: Vec<Box<u32>>,
+}
+
+impl MpiEngine {
+    /// A queue's wait: tests its requests (real timeouts), then completes what it posted to
+    /// other hosts. `local` (GASPI's `gaspi_wait`, [`super::Engine::wait_local`]) asks only
+    /// for local completion: small puts are pushed out (`MPI_Win_flush_local`) and their targets
+    /// remembered in `deferred`, which saves the round trip to a target that may be busy
+    /// computing (over TCP it answers a flush only when it next calls MPI); everything else
+    /// (a full wait, barrier, collective, notification, atomic, passive message, segment
+    /// call, or a read from that target) flushes them first. Writes of `RPUT_MIN` bytes and
+    /// more are flushed at once even so: MPI may deliver them after later small puts.
+    pub(super) fn wait_queue(&self, queue: usize, timeout: Timeout, local: bool) -> Result<()> {
+        if !local {
+            self.flush_deferred(None)?;
+        }
+        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        if q.touched.is_empty() {
+            return Ok(());
+        }
+        let local = local && !q.large;
+        let reqs = &mut q.reqs;
+        wait::until(timeout.deadline(), self.pace(), || {
+            let mut i = 0;
+            while i < reqs.len() {
+                if reqs[i].test()? {
+                    reqs.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+            Ok(reqs.is_empty())
+        })?;
+        q.last = None;
+        q.large = false;
+        let touched: Vec<_> = q.touched.drain().collect();
+        for &(seg, rank) in &touched {
+            if let Ok(s) = self.seg(seg, rank) {
+                if local {
+                    s.win.flush_local(rank)?;
+                } else {
+                    s.win.flush(rank)?;
+                }
+            }
+        }
+        q.values.clear();
+        drop(q);
+        if local {
+            let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+            d.extend(touched);
+            self.any_deferred.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Flushes the puts that `wait_local` left in flight (to `rank` only, or to every
+    /// target): after this they are complete at their targets. Cheap when there are none.
+    pub(super) fn flush_deferred(&self, rank: Option<Rank>) -> Result<()> {
+        if !self.any_deferred.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        let due: Vec<_> = d
+            .iter()
+            .copied()
+            .filter(|&(_, r)| rank.is_none_or(|x| x == r))
+            .collect();
+        for &(seg, r) in &due {
+            if let Ok(s) = self.seg(seg, r) {
+                s.win.flush(r)?;
+            }
+            d.remove(&(seg, r));
+        }
+        self.any_deferred.store(!d.is_empty(), Ordering::Release);
+        Ok(())
+    }
+
+    pub(super) fn post(
+        &self,
+        queue: usize,
+        seg: u32,
+        rank: Rank,
+        req: Option<Req>,
+        value: Option<Box<u32>>,
+        large: bool,
+    ) {
+        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        q.large |= large;
+        q.reqs.extend(req);
+        q.values.extend(value);
+        if q.last != Some((seg, rank)) {
+            q.touched.insert((seg, rank));
+            q.last = Some((seg, rank));
+        }
+    }
+}
