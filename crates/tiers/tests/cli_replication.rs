@@ -376,6 +376,92 @@ fn replicas_spread_over_two_hosts_survive_a_kill_on_either() {
     }
 }
 
+#[test]
+fn replicas_spread_over_more_hosts_than_replicas_survive_a_kill() {
+    // 2 ranks × 2 replicas on 4 hosts of one process: in list order replica 0 of ranks 0 and
+    // 1, then replica 1 of each, so rank 0 (which prints the report) runs on hosts 0 and 2.
+    let want = reference("W");
+    let port = 30000 + ((std::process::id() + 7919) % 20000) as u16;
+    let list = "127.0.0.1:1,127.0.0.2:1,127.0.0.3:1,127.0.0.4:1";
+    let host = |k: usize| {
+        Command::new(TIERS)
+            .args(["run", "--engine", "tcp", "--hosts", list])
+            .args(["--port", &port.to_string(), "--host", &k.to_string()])
+            .args(["-n", "2", "--replicas", "2", "--timeout", "120", "--"])
+            .args([TIERS, "is", "--class", "W"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tiers run starts")
+    };
+    let t0 = Instant::now();
+    let hs: Vec<Child> = (0..4).map(host).collect();
+    let placed: Vec<(usize, usize)> = hs
+        .iter()
+        .map(|c| {
+            let p = replicas(c.id(), 1);
+            assert_eq!(p.len(), 1, "{p:?}");
+            (p[0].1, p[0].2)
+        })
+        .collect();
+    assert_eq!(placed, vec![(0, 0), (1, 0), (0, 1), (1, 1)]);
+    let outs: Vec<Output> = hs
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let span = t0.elapsed().as_millis().max(20) as u64;
+    for (k, o) in outs.iter().enumerate() {
+        let (out, err) = text(o);
+        assert!(o.status.success(), "host {k}: {out}{err}");
+        // Rank 0's replicas print the report; rank 1's print nothing.
+        let expect = if k % 2 == 0 {
+            want.clone()
+        } else {
+            String::new()
+        };
+        assert_eq!(stable(&out), expect, "host {k}: {err}");
+    }
+    // Kill rank 0's replica 0 (host 0) and, in another run, rank 1's replica 1 (host 3).
+    for victim in [0, 3] {
+        let hs: Vec<Child> = (0..4).map(host).collect();
+        let procs = replicas(hs[victim].id(), 1);
+        assert_eq!(procs.len(), 1, "{procs:?}");
+        let (pid, rank, k) = procs[0];
+        std::thread::sleep(Duration::from_millis(span * 3 / 10));
+        signal(pid, libc::SIGKILL);
+        let outs: Vec<Output> = hs
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        // Rank 0's surviving replica prints the report.
+        let printer = if victim == 0 { 2 } else { 0 };
+        let (out, err) = text(&outs[printer]);
+        assert!(
+            outs[printer].status.success(),
+            "host {victim} killed: {out}{err}"
+        );
+        assert_eq!(stable(&out), want, "host {victim} killed: {err}");
+        for (h, o) in outs.iter().enumerate() {
+            let (out, err) = text(o);
+            if h == victim {
+                if !o.status.success() {
+                    assert!(
+                        err.contains(&format!(
+                            "replica {k} of rank {rank} (pid {pid}) was killed"
+                        )),
+                        "{out}{err}"
+                    );
+                }
+            } else {
+                assert!(
+                    o.status.success(),
+                    "host {victim} killed, host {h}: {out}{err}"
+                );
+            }
+        }
+    }
+}
+
 /// `tiers bench replication` on the tcp engine: IS and the alltoallv loop, each with R = 1,
 /// R = 2 and one replica killed, and a limit row each; an unknown engine is refused.
 #[test]

@@ -245,22 +245,33 @@ impl Job {
         }
     }
 
-    /// Processes this launcher starts: one for the `local` engine, `n` when the replicas are
-    /// spread over hosts (one replica of each rank here), else `n × replicas`.
+    /// Processes this launcher starts: one for the `local` engine, this host's share of the
+    /// `--hosts` list when the replicas are spread over hosts, else `n × replicas`.
     pub fn processes(&self) -> usize {
         if self.engine == "local" {
             1
-        } else if self.spread() {
-            self.n
+        } else if let Some(h) = self.hosts.as_ref().filter(|_| self.spread()) {
+            h.hosts[h.this].1
         } else {
             self.n.saturating_mul(self.replicas.max(1))
         }
     }
 
-    /// Whether the replicas of each rank are spread over the hosts of a tcp job: host `k` runs
-    /// replica `k` of every rank (`--hosts` with as many hosts as `--replicas`).
+    /// Whether the replicas of each rank are spread over the hosts of a tcp job (`--hosts`
+    /// with `--replicas`): see [`Job::spread_slot`].
     pub fn spread(&self) -> bool {
         self.hosts.is_some() && self.replicas > 1
+    }
+
+    /// Spread over hosts: the logical rank and the replica that this host's `r`-th process
+    /// runs. The `--hosts` list gives each host a number of processes; taken in list order
+    /// they are the job's processes in replica-major order (replica 0 of every rank, then
+    /// replica 1 of every rank, …). With at most `n` processes per host no two replicas of a
+    /// rank share a host; with R hosts of `n`, host `k` runs replica `k` of every rank.
+    pub fn spread_slot(&self, r: usize) -> (usize, usize) {
+        let q = self.hosts.as_ref().map_or(0, Hosts::first) + r;
+        let n = self.n.max(1);
+        (q % n, q / n)
     }
 
     /// Checks, before anything is created, that this host can hold the job: at most
@@ -298,11 +309,23 @@ impl Job {
             ));
         }
         if let Some(h) = self.hosts.as_ref().filter(|_| self.replicas > 1) {
-            if h.hosts.len() != self.replicas || h.hosts.iter().any(|x| x.1 != self.n) {
+            // The list gives each host its processes (one replica of some ranks each).
+            let total = self.n.checked_mul(self.replicas);
+            if total != Some(h.size()) || h.hosts.iter().any(|x| x.1 > self.n) {
                 return invalid(format!(
-                    "--replicas {} across hosts: host k runs replica k of every rank, so --hosts \
-                     needs {} hosts of {} ranks each (ADDR:{},…)",
-                    self.replicas, self.replicas, self.n, self.n
+                    "-n {} --replicas {} across hosts: --hosts must give the hosts {} processes \
+                     in all, at most {} on any host (so that no two replicas of a rank share \
+                     one); it gives {} ({})",
+                    self.n,
+                    self.replicas,
+                    total.map_or_else(|| "too many".to_string(), |t| t.to_string()),
+                    self.n,
+                    h.size(),
+                    h.hosts
+                        .iter()
+                        .map(|x| x.1.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" + ")
                 ));
             }
         }
@@ -361,7 +384,6 @@ impl Job {
         let procs = self.processes();
         let reps = self.replicas.max(1);
         let spread = self.spread();
-        let this = self.hosts.as_ref().map_or(0, |h| h.this);
         let jc = if self.engine == "shm" {
             Some(JobControl::create(&job, procs)?)
         } else {
@@ -400,8 +422,13 @@ impl Job {
             let size = if reps > 1 { procs } else { self.n };
             let global = if reps > 1 && !spread { procs } else { total };
             // Process `p` of the job is replica `p % reps` of rank `p / reps`; spread over
-            // hosts, this host's `r`-th process is replica `this` of rank `r`.
-            let p = if spread { r * reps + this } else { first + r };
+            // hosts, this host's `r`-th process is the one `spread_slot` names.
+            let p = if spread {
+                let (l, k) = self.spread_slot(r);
+                l * reps + k
+            } else {
+                first + r
+            };
             cmd.args(&self.args)
                 .env(env::ENGINE, &self.engine)
                 .env(env::JOB, &job)
@@ -450,7 +477,11 @@ impl Job {
                 }
             };
             if reps > 1 {
-                let l = if spread { r } else { r / reps };
+                let l = if spread {
+                    self.spread_slot(r).0
+                } else {
+                    r / reps
+                };
                 let tag = self.prefix.then_some(l);
                 if let Some(o) = child.stdout.take() {
                     let (c, m) = (closed.clone(), merged[l][0].clone());
@@ -694,9 +725,9 @@ impl Job {
                         End::Stopped => String::new(),
                     };
                     if self.spread() {
-                        let this = self.hosts.as_ref().map_or(0, |h| h.this);
+                        let (l, k) = self.spread_slot(r);
                         eprintln!(
-                            "tiers run: replica {this} of rank {r} (pid {}) {how}; its other replicas run on the other hosts",
+                            "tiers run: replica {k} of rank {l} (pid {}) {how}; its other replicas run on other hosts",
                             pids[r]
                         );
                     } else if reps > 1 {
@@ -870,4 +901,72 @@ pub fn signal_name(sig: i32) -> &'static str {
 /// launcher calls this once before [`Job::run`].
 pub fn catch_termination() {
     sys::catch_termination();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread_job(n: usize, replicas: usize, list: &str, this: usize) -> Job {
+        let mut j = Job::new(n, "/bin/true");
+        j.engine = "tcp".into();
+        j.replicas = replicas;
+        j.hosts = Some(Hosts::parse(list, this, 7470).unwrap());
+        j
+    }
+
+    /// Every (rank, replica) of the job, by host, as the launchers of `list` would start them.
+    fn placement(n: usize, replicas: usize, list: &str, hosts: usize) -> Vec<Vec<(usize, usize)>> {
+        (0..hosts)
+            .map(|h| {
+                let j = spread_job(n, replicas, list, h);
+                j.check_limits().unwrap();
+                (0..j.processes()).map(|r| j.spread_slot(r)).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn spread_replicas_never_share_a_host_and_cover_the_job() {
+        // R hosts of n: host k runs replica k of every rank.
+        assert_eq!(
+            placement(2, 2, "a:2,b:2", 2),
+            vec![vec![(0, 0), (1, 0)], vec![(0, 1), (1, 1)]]
+        );
+        for (n, reps, list, hosts) in [
+            (2, 2, "a:1,b:1,c:1,d:1", 4),
+            (3, 2, "a:2,b:2,c:2", 3),
+            (2, 2, "a:2,b:1,c:1", 3),
+            (4, 3, "a:4,b:3,c:3,d:2", 4),
+        ] {
+            let p = placement(n, reps, list, hosts);
+            let mut all: Vec<(usize, usize)> = p.iter().flatten().copied().collect();
+            all.sort();
+            let want: Vec<(usize, usize)> = (0..n)
+                .flat_map(|l| (0..reps).map(move |k| (l, k)))
+                .collect();
+            assert_eq!(all, want, "{list}: every replica of every rank once");
+            for (h, procs) in p.iter().enumerate() {
+                let mut ranks: Vec<usize> = procs.iter().map(|x| x.0).collect();
+                ranks.dedup();
+                assert_eq!(
+                    ranks.len(),
+                    procs.len(),
+                    "{list}: host {h} runs two replicas of a rank"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_spread_list_of_the_wrong_size_or_too_full_a_host_is_refused() {
+        for list in ["a:2,b:1", "a:2,b:2,c:1", "a:3,b:1"] {
+            let e = spread_job(2, 2, list, 0).check_limits().unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{list}");
+            assert!(
+                e.to_string().contains("at most 2 on any host"),
+                "{list}: {e}"
+            );
+        }
+    }
 }

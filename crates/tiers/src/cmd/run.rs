@@ -30,7 +30,9 @@ pub struct RunArgs {
     /// Replicas per rank: `-n N --replicas R` starts N·R processes (shm or tcp engine),
     /// replica `TIERS_REPLICA` of logical rank `TIERS_RANK / R`; the job survives a replica's
     /// death as long as every rank keeps one, and each rank's output is written once. With
-    /// `--hosts` of R hosts, host k runs replica k of every rank.
+    /// `--hosts` (tcp), `ADDR:K` gives a host K processes, at most N, N·R in all: taken in list
+    /// order they run replica 0 of every rank, then replica 1, …, so no two replicas of a rank
+    /// share a host (R hosts of N: host k runs replica k of every rank).
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
     /// Node-tier worker threads per rank (passed as TIERS_THREADS; pinning reserves cores).
