@@ -226,6 +226,9 @@ fn source_dir(args: &[String]) -> Res<PathBuf> {
 /// counts, IMPL `tiers` or `gpi2`. Each row is the median over the sets.
 fn from_dir(dir: &Path) -> Res<Report> {
     let mut vals = Figures::new();
+    // `tiers gaspi net-limit` between the same hosts in the same job: size -> (half round
+    // trips, streamed times) over the sets.
+    let mut net: BTreeMap<u64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut files = 0;
     let entries = std::fs::read_dir(dir)
         .map_err(|e| format!("gaspi-micro: --from {}: {e}", dir.display()))?;
@@ -244,6 +247,30 @@ fn from_dir(dir: &Path) -> Res<Report> {
             [p, i, s, r] => (p, i, s, r),
             _ => continue,
         };
+        if (prog, imp) == ("netlimit", "tcp") && set.parse::<u32>().is_ok() {
+            let text = std::fs::read_to_string(&path)?;
+            let mut any = false;
+            for line in text.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if let ["net-limit", b, h, t] = f[..] {
+                    if let (Ok(b), Ok(h), Ok(t)) = (b.parse(), h.parse(), t.parse()) {
+                        let e = net.entry(b).or_default();
+                        e.0.push(h);
+                        e.1.push(t);
+                        any = true;
+                    }
+                }
+            }
+            if !any {
+                return Err(format!(
+                    "gaspi-micro: {} holds no net-limit lines: {}",
+                    path.display(),
+                    text.trim()
+                )
+                .into());
+            }
+            continue;
+        }
         let imp = match imp {
             "tiers" => "tiers",
             "gpi2" => "gpi2",
@@ -285,13 +312,56 @@ fn from_dir(dir: &Path) -> Res<Report> {
             .collect();
         for size in sizes {
             push_medians(&mut report, &vals, p, size, true);
+            push_net_limit(&mut report, &net, p, size);
         }
     }
+    let limits = if net.is_empty() {
+        "no limit row: no netlimit-tcp-SET.txt output (tiers gaspi net-limit) was there"
+    } else {
+        "limit rows from the netlimit-tcp-SET.txt outputs (tiers gaspi net-limit between the same hosts, in the same job): half a TCP round trip of the bytes for latencies, the time per message of a one-way TCP stream for bandwidths, half an 8-byte round trip for barrier and allreduce (2 ranks), medians over the sets"
+    };
     report.note(format!(
-        "parsed from the outputs in {} (runs made there, e.g. across hosts by .ci/multihost with MULTIHOST_GASPI): each row the median over the sets of the figure rank 0 printed, microseconds per operation as in a local run; no limit row: the runs' network round trip was not measured with them",
+        "parsed from the outputs in {} (runs made there, e.g. across hosts by .ci/multihost with MULTIHOST_GASPI): each row the median over the sets of the figure rank 0 printed, microseconds per operation as in a local run; {limits}",
         dir.display()
     ));
     Ok(report)
+}
+
+/// The network's limit row for program `p` at `size` (see `from_dir`), where `net` has it.
+fn push_net_limit(
+    report: &mut Report,
+    net: &BTreeMap<u64, (Vec<f64>, Vec<f64>)>,
+    p: &str,
+    size: u64,
+) {
+    let params = [("program", json!(p)), ("size", json!(size))];
+    let med = |v: &Vec<f64>| {
+        let mut v = v.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (v, note) = match shape_of(p) {
+        Shape::Latency => match net.get(&size) {
+            Some(e) => (
+                med(&e.0),
+                "half a TCP round trip of the bytes between the hosts",
+            ),
+            None => return,
+        },
+        Shape::Bandwidth => match net.get(&size) {
+            Some(e) => (
+                med(&e.1),
+                "a message of the bytes in a one-way TCP stream between the hosts",
+            ),
+            None => return,
+        },
+        Shape::Barrier | Shape::Reduce => match net.get(&8) {
+            Some(e) => (med(&e.0), "half an 8-byte TCP round trip between the hosts"),
+            None => return,
+        },
+        Shape::Init => return,
+    };
+    report.push_limit(&params, v, note.to_string());
 }
 
 pub(super) fn run(c: &Ctx<'_>) -> Outcome {
@@ -534,6 +604,29 @@ mod tests {
         assert_eq!(v("gpi2", "write_lat", 4), Some(10.0));
         assert_eq!(v("tiers", "barrier", 0), Some(5.5));
         assert_eq!(r.rows.len(), 5);
+        assert!(
+            r.rows.iter().all(|x| !x.is_limit()),
+            "no net-limit output: no limit row"
+        );
+        // The network's limit, measured in the same job: medians over its sets, half a round
+        // trip for latencies (at the same size), an 8-byte one for the barrier.
+        let net =
+            |h4: f64, h8: f64| format!("# net-limit\nnet-limit 4 {h4} 0.1\nnet-limit 8 {h8} 0.2\n");
+        std::fs::write(d.join("netlimit-tcp-1.txt"), net(0.5, 0.6)).unwrap();
+        std::fs::write(d.join("netlimit-tcp-2.txt"), net(0.7, 0.8)).unwrap();
+        std::fs::write(d.join("netlimit-tcp-3.txt"), net(0.9, 1.0)).unwrap();
+        let r = from_dir(&d).unwrap();
+        let lim = |p: &str, size: u64| {
+            r.value(limit::IMPL, &[("program", json!(p)), ("size", json!(size))])
+        };
+        assert_eq!(lim("write_lat", 4), Some(0.7));
+        assert_eq!(lim("write_lat", 8), Some(0.8));
+        assert_eq!(lim("barrier", 0), Some(0.8));
+        assert_eq!(r.rows.len(), 8);
+        std::fs::write(d.join("netlimit-tcp-4.txt"), "connection refused").unwrap();
+        let e = from_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("netlimit-tcp-4.txt"), "{e}");
+        std::fs::remove_file(d.join("netlimit-tcp-4.txt")).unwrap();
         // An output without figures is an error that names the file.
         std::fs::write(d.join("ping_pong-tiers-1.txt"), "GPI Startup failed").unwrap();
         let e = from_dir(&d).unwrap_err().to_string();

@@ -57,12 +57,36 @@ pub enum GaspiCommand {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
     },
+    /// The network's limit for GASPI's micro-benchmarks across two hosts: on one host
+    /// `--serve ADDR:PORT`, on the other `--to ADDR:PORT` prints, per size, half a TCP round
+    /// trip and the time per message streamed one way (`net-limit BYTES US US` lines, read by
+    /// `tiers bench gaspi-micro -- --from DIR` as the limit row).
+    NetLimit {
+        /// Serve the measurement on this address (one measuring client, then exit).
+        #[arg(long)]
+        serve: Option<String>,
+        /// Measure against the server at this address.
+        #[arg(long)]
+        to: Option<String>,
+        /// The largest size (GPI-2's micro-benchmarks go to 8 MiB).
+        #[arg(long, default_value_t = 8 << 20)]
+        max_bytes: usize,
+    },
 }
 
 /// Runs `tiers gaspi …`.
 pub fn run(a: GaspiArgs) -> Result<(), Box<dyn std::error::Error>> {
     match a.cmd {
         GaspiCommand::Install { prefix } => install(&prefix),
+        GaspiCommand::NetLimit {
+            serve,
+            to,
+            max_bytes,
+        } => Ok(super::net_limit::run(
+            serve.as_deref(),
+            to.as_deref(),
+            max_bytes,
+        )?),
         GaspiCommand::Run {
             machinefile,
             n,

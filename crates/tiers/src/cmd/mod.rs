@@ -11,6 +11,7 @@ pub mod fft2d;
 pub mod gaspi;
 pub mod is;
 pub mod md;
+mod net_limit;
 mod outputs;
 pub mod pipeline;
 pub mod plot;

@@ -1,0 +1,157 @@
+//! `tiers gaspi net-limit`: what the network between two hosts allows, by size, as the limit
+//! row of GASPI's micro-benchmarks across hosts (`tiers bench gaspi-micro -- --from DIR`).
+//!
+//! One host serves (`--serve ADDR:PORT`), the other measures (`--to ADDR:PORT`) over one TCP
+//! connection with `TCP_NODELAY`, as a GASPI TCP device or MPI's TCP transport would use:
+//! for each size from 2 bytes to `--max-bytes` (doubling, GPI-2's sizes) half the median round
+//! trip of a ping-pong of that many bytes (what a write that the target waits for must cross
+//! at least once), and the time per message of a one-way stream of them (what streamed writes
+//! cost at best). Prints `net-limit BYTES HALF_ROUND_TRIP_US STREAM_US` per size.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Sizes from 2 bytes to `max` (doubling).
+fn sizes(max: usize) -> impl Iterator<Item = usize> {
+    std::iter::successors(Some(2usize), |s| s.checked_mul(2)).take_while(move |&s| s <= max)
+}
+
+/// How many round trips and streamed messages of `size` bytes to time: about `budget` bytes
+/// each way, at least 5 and at most 1000 round trips.
+fn counts(size: usize, budget: usize) -> (u64, u64) {
+    let trips = (budget / size).clamp(5, 1000) as u64;
+    let stream = (budget * 4 / size).clamp(10, 20_000) as u64;
+    (trips, stream)
+}
+
+/// Serves measurements on `addr` until the measuring side closes its connection (one client).
+pub fn serve(addr: &str) -> io::Result<()> {
+    let l = TcpListener::bind(addr)?;
+    let (mut s, _) = l.accept()?;
+    s.set_nodelay(true)?;
+    let mut head = [0u8; 24];
+    let mut buf = Vec::new();
+    loop {
+        match s.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let word =
+            |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        let (size, trips, stream) = (word(0) as usize, word(1), word(2));
+        if size == 0 || size > 1 << 30 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("net-limit: a request for {size} bytes"),
+            ));
+        }
+        buf.resize(size, 0);
+        for _ in 0..trips {
+            s.read_exact(&mut buf)?;
+            s.write_all(&buf)?;
+        }
+        for _ in 0..stream {
+            s.read_exact(&mut buf)?;
+        }
+        s.write_all(&[1])?;
+    }
+}
+
+/// Measures against the server at `addr`: per size, (bytes, half the median round trip in
+/// µs, µs per message streamed one way).
+pub fn measure(addr: &str, max_bytes: usize, budget: usize) -> io::Result<Vec<(usize, f64, f64)>> {
+    let start = Instant::now();
+    let mut s = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            // The server may not listen yet.
+            Err(_) if start.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    s.set_nodelay(true)?;
+    let mut rows = Vec::new();
+    for size in sizes(max_bytes) {
+        let (trips, stream) = counts(size, budget);
+        let mut head = [0u8; 24];
+        for (i, v) in [size as u64, trips, stream].iter().enumerate() {
+            head[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        s.write_all(&head)?;
+        let mut buf = vec![0x5au8; size];
+        let mut rtts = Vec::with_capacity(trips as usize);
+        for _ in 0..trips {
+            let t = Instant::now();
+            s.write_all(&buf)?;
+            s.read_exact(&mut buf)?;
+            rtts.push(t.elapsed().as_secs_f64());
+        }
+        rtts.sort_by(f64::total_cmp);
+        let half = rtts[rtts.len() / 2] / 2.0 * 1e6;
+        let t = Instant::now();
+        for _ in 0..stream {
+            s.write_all(&buf)?;
+        }
+        let mut ack = [0u8; 1];
+        s.read_exact(&mut ack)?;
+        let per = t.elapsed().as_secs_f64() / stream as f64 * 1e6;
+        rows.push((size, half, per));
+    }
+    Ok(rows)
+}
+
+/// `tiers gaspi net-limit`: serves, or measures and prints the table.
+pub fn run(serve_on: Option<&str>, to: Option<&str>, max_bytes: usize) -> io::Result<()> {
+    match (serve_on, to) {
+        (Some(a), None) => serve(a),
+        (None, Some(a)) => {
+            println!("# net-limit: TCP to {a}, TCP_NODELAY; bytes, half the median round trip (us), us per message streamed one way");
+            for (size, half, per) in measure(a, max_bytes, 1 << 22)? {
+                println!("net-limit {size} {half:.3} {per:.3}");
+            }
+            Ok(())
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "net-limit: give exactly one of --serve ADDR:PORT and --to ADDR:PORT",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_double_from_two_to_the_largest() {
+        assert_eq!(sizes(16).collect::<Vec<_>>(), vec![2, 4, 8, 16]);
+        assert_eq!(sizes(1).count(), 0);
+        assert_eq!(sizes(usize::MAX).last(), Some(1 << (usize::BITS - 1)));
+        assert_eq!(counts(2, 1 << 20), (1000, 20_000));
+        assert_eq!(counts(1 << 23, 1 << 20), (5, 10));
+    }
+
+    #[test]
+    fn measures_over_loopback() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let a = addr.clone();
+        let server = std::thread::spawn(move || serve(&a));
+        let rows = measure(&addr, 64, 4096).unwrap();
+        server.join().unwrap().unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            vec![2, 4, 8, 16, 32, 64]
+        );
+        for (size, half, per) in rows {
+            assert!(half > 0.0 && half.is_finite(), "{size}: {half}");
+            assert!(per > 0.0 && per.is_finite(), "{size}: {per}");
+        }
+        assert!(run(None, None, 8).is_err());
+    }
+}
