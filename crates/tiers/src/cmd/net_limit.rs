@@ -41,7 +41,7 @@ pub fn serve(addr: &str) -> io::Result<()> {
         let word =
             |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
         let (size, trips, stream) = (word(0) as usize, word(1), word(2));
-        if size == 0 || size > 1 << 30 {
+        if size == 0 || size > MAX_BYTES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("net-limit: a request for {size} bytes"),
@@ -105,8 +105,17 @@ pub fn measure(addr: &str, max_bytes: usize, budget: usize) -> io::Result<Vec<(u
     Ok(rows)
 }
 
+/// The largest message either side handles (the server refuses larger requests).
+const MAX_BYTES: usize = 1 << 30;
+
 /// `tiers gaspi net-limit`: serves, or measures and prints the table.
 pub fn run(serve_on: Option<&str>, to: Option<&str>, max_bytes: usize) -> io::Result<()> {
+    if !(2..=MAX_BYTES).contains(&max_bytes) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("net-limit: --max-bytes {max_bytes}: from 2 to {MAX_BYTES}"),
+        ));
+    }
     match (serve_on, to) {
         (Some(a), None) => serve(a),
         (None, Some(a)) => {
@@ -154,5 +163,9 @@ mod tests {
             assert!(per > 0.0 && per.is_finite(), "{size}: {per}");
         }
         assert!(run(None, None, 8).is_err());
+        for bad in [0, 1, MAX_BYTES + 1, usize::MAX] {
+            let e = run(None, Some("127.0.0.1:1"), bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}");
+        }
     }
 }
