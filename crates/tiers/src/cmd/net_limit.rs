@@ -25,11 +25,40 @@ fn counts(size: usize, budget: usize) -> (u64, u64) {
     (trips, stream)
 }
 
-/// Serves measurements on `addr` until the measuring side closes its connection (one client).
+/// How long either side waits for the other (to connect, or for the next bytes) before it
+/// gives up with `TimedOut`: a peer that died or never came cannot hold it.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// `TCP_NODELAY` and the read and write timeouts of [`PATIENCE`] on a measurement connection.
+fn configure(s: &TcpStream) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(PATIENCE))?;
+    s.set_write_timeout(Some(PATIENCE))
+}
+
+/// Serves measurements on `addr` until the measuring side closes its connection (one client,
+/// which must connect within [`PATIENCE`]).
 pub fn serve(addr: &str) -> io::Result<()> {
     let l = TcpListener::bind(addr)?;
-    let (mut s, _) = l.accept()?;
-    s.set_nodelay(true)?;
+    l.set_nonblocking(true)?;
+    let start = Instant::now();
+    let mut s = loop {
+        match l.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && start.elapsed() < PATIENCE => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("net-limit: nobody connected to {addr} within {PATIENCE:?}"),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    s.set_nonblocking(false)?;
+    configure(&s)?;
     let mut head = [0u8; 24];
     let mut buf = Vec::new();
     loop {
@@ -73,7 +102,7 @@ pub fn measure(addr: &str, max_bytes: usize, budget: usize) -> io::Result<Vec<(u
             Err(e) => return Err(e),
         }
     };
-    s.set_nodelay(true)?;
+    configure(&s)?;
     let mut rows = Vec::new();
     for size in sizes(max_bytes) {
         let (trips, stream) = counts(size, budget);
