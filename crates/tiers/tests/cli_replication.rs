@@ -310,6 +310,20 @@ fn killing_every_replica_of_a_rank_ends_the_job_naming_it() {
     );
 }
 
+/// Host `k`'s launcher of IS class W on 2 ranks × 2 replicas over tcp, spread over the
+/// hosts of `list`, the rendezvous on `port`.
+fn spread_launcher(list: &str, port: u16, k: usize) -> Child {
+    Command::new(TIERS)
+        .args(["run", "--engine", "tcp", "--hosts", list])
+        .args(["--port", &port.to_string(), "--host", &k.to_string()])
+        .args(["-n", "2", "--replicas", "2", "--timeout", "120", "--"])
+        .args([TIERS, "is", "--class", "W"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tiers run starts")
+}
+
 /// Replicas spread over two "hosts" (the loopback addresses 127.0.0.1 and 127.0.0.2, one tcp
 /// launcher each, as on two machines): host k runs replica k of every rank. Killing a host's
 /// replica of rank 0 (host 0's is also the tcp world's collective root) in the middle of the
@@ -319,23 +333,7 @@ fn killing_every_replica_of_a_rank_ends_the_job_naming_it() {
 fn replicas_spread_over_two_hosts_survive_a_kill_on_either() {
     let want = reference("W");
     let port = 30000 + (std::process::id() % 20000) as u16;
-    let host = |k: usize| {
-        Command::new(TIERS)
-            .args([
-                "run",
-                "--engine",
-                "tcp",
-                "--hosts",
-                "127.0.0.1:2,127.0.0.2:2",
-            ])
-            .args(["--port", &port.to_string(), "--host", &k.to_string()])
-            .args(["-n", "2", "--replicas", "2", "--timeout", "120", "--"])
-            .args([TIERS, "is", "--class", "W"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tiers run starts")
-    };
+    let host = |k: usize| spread_launcher("127.0.0.1:2,127.0.0.2:2", port, k);
     // Unkilled: both hosts print the report.
     let t0 = Instant::now();
     let (a, b) = (host(0), host(1));
@@ -383,17 +381,7 @@ fn replicas_spread_over_more_hosts_than_replicas_survive_a_kill() {
     let want = reference("W");
     let port = 30000 + ((std::process::id() + 7919) % 20000) as u16;
     let list = "127.0.0.1:1,127.0.0.2:1,127.0.0.3:1,127.0.0.4:1";
-    let host = |k: usize| {
-        Command::new(TIERS)
-            .args(["run", "--engine", "tcp", "--hosts", list])
-            .args(["--port", &port.to_string(), "--host", &k.to_string()])
-            .args(["-n", "2", "--replicas", "2", "--timeout", "120", "--"])
-            .args([TIERS, "is", "--class", "W"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tiers run starts")
-    };
+    let host = |k: usize| spread_launcher(list, port, k);
     let t0 = Instant::now();
     let hs: Vec<Child> = (0..4).map(host).collect();
     let placed: Vec<(usize, usize)> = hs

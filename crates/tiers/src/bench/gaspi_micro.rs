@@ -335,32 +335,27 @@ fn push_net_limit(
     size: u64,
 ) {
     let params = [("program", json!(p)), ("size", json!(size))];
-    let med = |v: &Vec<f64>| {
-        let mut v = v.clone();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (v, note) = match shape_of(p) {
-        Shape::Latency => match net.get(&size) {
-            Some(e) => (
-                med(&e.0),
-                "half a TCP round trip of the bytes between the hosts",
-            ),
-            None => return,
-        },
-        Shape::Bandwidth => match net.get(&size) {
-            Some(e) => (
-                med(&e.1),
-                "a message of the bytes in a one-way TCP stream between the hosts",
-            ),
-            None => return,
-        },
-        Shape::Barrier | Shape::Reduce => match net.get(&8) {
-            Some(e) => (med(&e.0), "half an 8-byte TCP round trip between the hosts"),
-            None => return,
-        },
+    // Which size of the network's table, which of its two figures, and what it stands for.
+    let (at, streamed, note) = match shape_of(p) {
+        Shape::Latency => (
+            size,
+            false,
+            "half a TCP round trip of the bytes between the hosts",
+        ),
+        Shape::Bandwidth => (
+            size,
+            true,
+            "a message of the bytes in a one-way TCP stream between the hosts",
+        ),
+        Shape::Barrier | Shape::Reduce => {
+            (8, false, "half an 8-byte TCP round trip between the hosts")
+        }
         Shape::Init => return,
     };
+    let Some((halves, streams)) = net.get(&at) else {
+        return;
+    };
+    let v = median(if streamed { streams } else { halves });
     report.push_limit(&params, v, note.to_string());
 }
 
