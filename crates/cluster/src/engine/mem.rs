@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+mod tolerant;
+
 /// Where the memory of a job lives.
 pub(crate) trait Backing: Send + Sync + 'static {
     fn name(&self) -> &'static str;
@@ -142,6 +144,9 @@ pub(crate) struct MemEngine<B: Backing> {
     /// its collectives are steps of the hierarchical ones, which the `mpi` engine guards, and a
     /// resumed step may continue under other arguments (as before the check existed).
     pub(crate) strict_calls: bool,
+    /// Replicas per logical rank (`engine/replicas.rs`): above 1 the barrier-based
+    /// collectives tolerate a covered dead process (`mem/tolerant.rs`).
+    replicas: usize,
 }
 
 fn ring(l: &Line) {
@@ -183,6 +188,7 @@ impl<B: Backing> MemEngine<B> {
             },
             last_probe: Mutex::new(Instant::now()),
             strict_calls: true,
+            replicas: 1,
         }
     }
 
@@ -191,6 +197,11 @@ impl<B: Backing> MemEngine<B> {
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn set_spin(&mut self, spin: Duration) {
         self.spin = spin;
+    }
+
+    /// Sets the replicas per logical rank of a replicated job (`engine/replicas.rs`).
+    pub(crate) fn set_replicas(&mut self, replicas: usize) {
+        self.replicas = replicas.max(1);
     }
 
     /// The job's control block.
@@ -333,7 +344,11 @@ impl<B: Backing> MemEngine<B> {
         let lt = self.ready(t.local.seg.0, self.rank)?;
         let rt = self.ready(t.remote.seg.0, t.remote.rank)?;
         let l = lt.check(self.rank, t.local.seg.0, t.local.offset, t.len)?;
-        let r = rt.check(t.remote.rank, t.remote.seg.0, t.remote.offset, t.len)?;
+        // A dead peer's failure comes before its bounds (a covered dead replica's stand-in
+        // segment is empty).
+        let r = rt
+            .check(t.remote.rank, t.remote.seg.0, t.remote.offset, t.len)
+            .or_else(|e| self.peer_ok(t.remote.rank).and(Err(e)))?;
         self.peer_ok(t.remote.rank)?;
         let (src, dst) = if write { (l, r) } else { (r, l) };
         // SAFETY: both ranges were bounds-checked against their live mappings (kept alive
@@ -357,7 +372,9 @@ impl<B: Backing> MemEngine<B> {
     }
 
     fn atomic_word(&self, t: &SegTable, rank: Rank, seg: u32, offset: usize) -> Result<&AtomicU64> {
-        let p = t.check(rank, seg, offset, 8)?;
+        let p = t
+            .check(rank, seg, offset, 8)
+            .or_else(|e| self.peer_ok(rank).and(Err(e)))?;
         if offset % 8 != 0 {
             return Err(Error::Misaligned { offset, align: 8 });
         }
@@ -460,7 +477,11 @@ impl<B: Backing> MemEngine<B> {
             c.calls += 1;
             self.announce(c, call);
         }
-        let r = self.arrive(c, call, timeout);
+        let r = if self.tolerant(call) {
+            self.arrive_tolerant(c, call, timeout)
+        } else {
+            self.arrive(c, call, timeout)
+        };
         if c.busy() {
             c.pending = Some(call);
         } else if c.pending.is_some() {
@@ -622,7 +643,20 @@ impl<B: Backing> MemEngine<B> {
     /// `allreduce_line`), or the resumption of its wait.
     #[cold]
     fn rejoin(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
-        match self.arrive(c, call, timeout) {
+        // In a replicated job the barrier it joins may be the tolerant one: arrive there (the
+        // call words then differ, and both sides report the mismatch).
+        let k = c.calls;
+        let theirs = (0..self.size).filter(|&q| q != self.rank).find_map(|q| {
+            let rc = &self.ctl.rank(q).calls;
+            let s = rc.seq.load(Ordering::Acquire);
+            (s == k || s == k + 1).then(|| rc.call[(k % 2) as usize].load(Ordering::Relaxed))
+        });
+        let arrived = if theirs.is_some_and(|w| self.tolerant(w)) {
+            self.arrive_tolerant(c, call, timeout)
+        } else {
+            self.arrive(c, call, timeout)
+        };
+        match arrived {
             Err(e @ (Error::Timeout | Error::PeerFailed(_))) => Err(e),
             // Digests that happened to sum right: the call is a mismatch all the same.
             Ok(()) => {
@@ -835,19 +869,34 @@ impl<B: Backing> Engine for MemEngine<B> {
                 continue;
             }
             let sz = self.ctl.rank(r).seg_size[seg as usize].load(Ordering::Acquire);
-            if sz == 0 {
-                self.peer_ok(r)?;
-                return Err(Error::NoSuchSegment { seg, rank: r });
+            let m = match sz {
+                0 => None,
+                _ => self
+                    .b
+                    .open_segment(seg, r)
+                    .ok()
+                    .filter(|m| m.len() >= SEG_HEADER + (sz - 1) as usize),
+            };
+            match m {
+                Some(m) => {
+                    maps.push(m);
+                    sizes.push((sz - 1) as usize);
+                }
+                // A dead replica that a live one covers (a tolerant collective let it out):
+                // an empty stand-in; calls that name it fail on its health first.
+                None if self.tolerant(call) && self.covered(r) => {
+                    let m = Mapping::anonymous(SEG_HEADER)
+                        .map_err(|e| Error::io(format!("segment {seg}: a stand-in"), e))?;
+                    maps.push(Arc::new(m));
+                    sizes.push(0);
+                }
+                None => {
+                    if sz == 0 {
+                        self.peer_ok(r)?;
+                    }
+                    return Err(Error::NoSuchSegment { seg, rank: r });
+                }
             }
-            let m = self
-                .b
-                .open_segment(seg, r)
-                .map_err(|_| Error::NoSuchSegment { seg, rank: r })?;
-            if m.len() < SEG_HEADER + (sz - 1) as usize {
-                return Err(Error::NoSuchSegment { seg, rank: r });
-            }
-            maps.push(m);
-            sizes.push((sz - 1) as usize);
         }
         let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
         let t = Arc::new(SegTable { maps, sizes });
@@ -1108,6 +1157,7 @@ impl<B: Backing> Engine for MemEngine<B> {
 /// Wakes every sleeper on the control block so that it re-checks the state vector.
 pub(crate) fn wake_job(c: &Ctl) {
     sys::futex_wake_all(&c.header().barrier_gen.v);
+    sys::futex_wake_all(&c.header().fast_bell.v);
     for r in 0..c.n() {
         let mb = &c.rank(r).mailbox;
         sys::futex_wake_all(&mb.bell.v);

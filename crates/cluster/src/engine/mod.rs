@@ -29,6 +29,7 @@ pub mod local;
 pub(crate) mod mem;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub(crate) mod replicas;
 pub mod shm;
 pub mod tcp;
 

@@ -112,14 +112,16 @@ pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
             "job {job}: rank {rank}: another process tried to join as this rank; two processes cannot join as the same rank"
         )));
     }
-    Ok(MemEngine::new(
+    let mut e = MemEngine::new(
         ShmBacking {
             job: job.to_string(),
             _map: Arc::new(map),
             ctl,
         },
         rank,
-    ))
+    );
+    e.set_replicas(super::replicas::from_env());
+    Ok(e)
 }
 
 /// The launcher's handle on a job's control block: creates it, marks ranks, removes every

@@ -418,17 +418,13 @@ impl Job {
         for r in 0..procs {
             // Ranks that already ended are reaped while the others start.
             self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
+            self.tell_rendezvous(tcp.as_ref(), &ends);
             let mut cmd = Command::new(&self.program);
             let size = if reps > 1 { procs } else { self.n };
             let global = if reps > 1 && !spread { procs } else { total };
             // Process `p` of the job is replica `p % reps` of rank `p / reps`; spread over
             // hosts, this host's `r`-th process is the one `spread_slot` names.
-            let p = if spread {
-                let (l, k) = self.spread_slot(r);
-                l * reps + k
-            } else {
-                first + r
-            };
+            let p = self.world_rank(r);
             cmd.args(&self.args)
                 .env(env::ENGINE, &self.engine)
                 .env(env::JOB, &job)
@@ -541,7 +537,9 @@ impl Job {
                 failed_at = Some(Instant::now().checked_sub(self.grace).unwrap_or(started));
             }
             let stopping = termed_at.is_some() || output_closed;
-            if let Some(lost) = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping) {
+            let lost = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping);
+            self.tell_rendezvous(tcp.as_ref(), &ends);
+            if let Some(lost) = lost {
                 failed_at.get_or_insert_with(Instant::now);
                 stop.get_or_insert(match lost {
                     Some(rank) => Stop::Lost { rank },
@@ -647,6 +645,7 @@ impl Job {
                 root: format!("{root_host}:{port}"),
                 bind,
                 server: None,
+                dead: Arc::new([]),
             });
         }
         let listener = std::net::TcpListener::bind((root_host.as_str(), port)).map_err(|e| {
@@ -669,8 +668,26 @@ impl Job {
         let report = self.report;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let dead: Arc<[AtomicBool]> = (0..size).map(|_| AtomicBool::new(false)).collect();
+        let dead2 = dead.clone();
+        let replicas = self.replicas.max(1);
+        // A replicated job starts without a replica that has not joined one replica timeout
+        // after every rank has one in (or that this launcher saw die).
+        let grace = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .map_or(crate::config::REPLICA_TIMEOUT, Duration::from_millis);
         let server = std::thread::spawn(move || {
-            if let Err(e) = crate::engine::tcp::rendezvous::serve(listener, size, deadline, &stop2)
+            let absent = crate::engine::tcp::rendezvous::Absent {
+                replicas,
+                dead: &dead2,
+                grace,
+            };
+            if let Err(e) =
+                crate::engine::tcp::rendezvous::serve(listener, size, &absent, deadline, &stop2)
             {
                 if report {
                     eprintln!("tiers run: {e}");
@@ -681,7 +698,31 @@ impl Job {
             root,
             bind,
             server: Some((server, stop)),
+            dead,
         })
+    }
+
+    /// The world rank of this host's `r`-th process: replica `p % R` of rank `p / R`, the one
+    /// `spread_slot` names when spread over hosts.
+    fn world_rank(&self, r: usize) -> usize {
+        if self.spread() {
+            let (l, k) = self.spread_slot(r);
+            l * self.replicas.max(1) + k
+        } else {
+            self.hosts.as_ref().map_or(0, Hosts::first) + r
+        }
+    }
+
+    /// Tells the rendezvous (served here) which of this host's processes ended badly.
+    fn tell_rendezvous(&self, tcp: Option<&Rendezvous>, ends: &[Option<End>]) {
+        let Some(t) = tcp else { return };
+        for (r, e) in ends.iter().enumerate() {
+            if e.is_some_and(|e| !e.ok()) {
+                if let Some(d) = t.dead.get(self.world_rank(r)) {
+                    d.store(true, Ordering::Relaxed);
+                }
+            }
+        }
     }
 
     /// Collects the ranks that ended since the last call; `Some` when the job has failed:
@@ -780,6 +821,9 @@ struct Rendezvous {
     bind: String,
     /// The serving thread, on the first host, and its stop flag.
     server: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
+    /// Per process of the job (its world rank): this launcher saw it end badly (the
+    /// rendezvous of a replicated job need not wait for it).
+    dead: Arc<[AtomicBool]>,
 }
 
 /// The user's soft process limit (`ulimit -u`), when there is one.

@@ -35,6 +35,11 @@
 //! - **Collectives** (barrier, allreduce, alltoall, alltoallv) are built on these sends and
 //!   receives by logical rank, folding in rank order, so every replica of every rank computes
 //!   the same bytes. After `Err(Timeout)` a replicated collective cannot be resumed.
+//! - **Start and end.** What the world does collectively around this layer (its join, the
+//!   registration of the `Comm`'s segment) counts a dead process as arrived while a live
+//!   replica covers its rank (`engine/replicas.rs`; on the tcp engine a rendezvous that does
+//!   not wait for a dead replica, and collectives every rank settles itself), so a replica may
+//!   die at any moment, from its start to its exit.
 //!
 //! The transport is the physical [`Comm`] (rings of notified one-sided writes), which names
 //! processes only through the world: a socket engine under the world would carry it

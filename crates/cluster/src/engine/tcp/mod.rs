@@ -149,6 +149,10 @@ pub struct TcpEngine {
     local_rank: usize,
     local_size: usize,
     addrs: Vec<SocketAddr>,
+    /// Replicas per logical rank (`engine/replicas.rs`): above 1 every rank runs the
+    /// collectives itself, from every rank's contribution, and tolerates a covered dead
+    /// replica (see `collective`).
+    replicas: usize,
     epoll: Epoll,
     waker: Waker,
     listener: TcpListener,
@@ -219,6 +223,11 @@ pub fn attach(rank: Rank, size: usize) -> Result<TcpEngine> {
     TcpEngine::new(rank, size, local_rank, local_size, listener, addrs)
 }
 
+/// Every so often while a replicated job's collective waits, each rank that has not
+/// contributed is sent a frame, so that a dead one (a closed port, a reset connection) is seen
+/// even when it never connected to this rank.
+const COLL_PROBE: Duration = Duration::from_millis(20);
+
 impl TcpEngine {
     fn new(
         rank: Rank,
@@ -226,8 +235,9 @@ impl TcpEngine {
         local_rank: usize,
         local_size: usize,
         listener: TcpListener,
-        addrs: Vec<SocketAddr>,
+        addrs: Vec<Option<SocketAddr>>,
     ) -> Result<TcpEngine> {
+        let replicas = super::replicas::from_env();
         let io = |what: &str, e| Error::io(what.to_string(), e);
         listener
             .set_nonblocking(true)
@@ -240,25 +250,48 @@ impl TcpEngine {
         epoll
             .add(&listener, IN, T_LISTENER)
             .map_err(|e| io("watching the listening socket", e))?;
+        // A process a replicated job started without is failed from the start.
+        let absent: Vec<bool> = addrs.iter().map(Option::is_none).collect();
+        let mut root = (rank == 0 || replicas > 1).then(|| Root::new(size, replicas));
+        for r in (0..size).filter(|&r| absent[r]) {
+            if let Some(root) = root.as_mut() {
+                root.gone(r);
+            }
+        }
         let state = State {
             segs: (0..MAX_SEGMENTS).map(|_| None).collect(),
-            root: (rank == 0).then(|| Root::new(size)),
+            root,
             ..State::default()
         };
+        let addrs = addrs
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))))
+            .collect();
         Ok(TcpEngine {
             rank,
             size,
             local_rank,
             local_size,
             addrs,
+            replicas,
             epoll,
             waker,
             listener,
-            links: (0..size).map(|_| Mutex::new(Link::default())).collect(),
+            links: absent
+                .iter()
+                .map(|&a| {
+                    let mut l = Link::default();
+                    l.broken = a;
+                    Mutex::new(l)
+                })
+                .collect(),
             acked: (0..size).map(|_| AtomicU64::new(0)).collect(),
             asked: (0..size).map(|_| AtomicU64::new(0)).collect(),
             credits: (0..size).map(|_| AtomicUsize::new(PASSIVE_SLOTS)).collect(),
-            health: (0..size).map(|_| AtomicU32::new(H_OK)).collect(),
+            health: absent
+                .iter()
+                .map(|&a| AtomicU32::new(if a { H_FAILED } else { H_OK }))
+                .collect(),
             state: Mutex::new(state),
             reactor: Mutex::new(Reactor::default()),
             signal: (Mutex::new(0), Condvar::new()),
@@ -318,7 +351,9 @@ impl TcpEngine {
             for (seq, k, o) in answers {
                 self.answer(seq, k, o);
             }
-            for p in (1..self.size).filter(|&p| p != r && self.gone_code(p) == H_OK) {
+            for p in
+                (0..self.size).filter(|&p| p != r && p != self.rank && self.gone_code(p) == H_OK)
+            {
                 let mut h = Header::new(Kind::Gone);
                 h.a = r as u64;
                 h.b = u64::from(!exited);
@@ -639,6 +674,10 @@ impl TcpEngine {
             self.wake();
             return;
         }
+        if self.replicas > 1 {
+            // Every rank of a replicated job settles its collectives itself.
+            return;
+        }
         let (b, c, d) = o.status();
         let mut h = Header::new(Kind::CollResult);
         (h.a, h.b, h.c, h.d) = (seq, b, c, d);
@@ -696,7 +735,9 @@ impl TcpEngine {
                 c.seq += 1;
                 let s = c.seq;
                 c.pending = Some((s, word));
-                if self.rank == 0 {
+                if self.replicas > 1 {
+                    self.contribute_everywhere(s, word, payload);
+                } else if self.rank == 0 {
                     self.root_contribute(0, s, word, payload.to_vec());
                 } else {
                     let mut h = Header::new(Kind::Coll);
@@ -706,11 +747,17 @@ impl TcpEngine {
                 s
             }
         };
+        let mut probed = Instant::now();
         let o = self.wait_until(deadline, |e| {
             if let Some(o) = lock(&e.state).results.remove(&seq) {
                 return Ok(Some(o));
             }
-            if e.rank != 0 && e.gone_code(0) != H_OK {
+            if e.replicas > 1 {
+                if probed.elapsed() >= COLL_PROBE {
+                    probed = Instant::now();
+                    e.probe_missing(seq);
+                }
+            } else if e.rank != 0 && e.gone_code(0) != H_OK {
                 return Err(Error::PeerFailed(0));
             }
             Ok(None)
@@ -723,6 +770,45 @@ impl TcpEngine {
                 Err(Error::mismatch(mine, Collective::from_word(theirs), rank))
             }
             Outcome::Failed(r) => Err(Error::PeerFailed(r)),
+        }
+    }
+
+    /// A replicated job's collective `seq`: this rank's contribution to its own round and to
+    /// every other rank's (each settles the round itself, so no rank is the one whose death
+    /// ends the job). A rank that cannot be reached is gone for the collectives.
+    fn contribute_everywhere(&self, seq: u64, word: u64, payload: &[u8]) {
+        self.root_contribute(self.rank, seq, word, payload.to_vec());
+        let mut h = Header::new(Kind::Coll);
+        (h.a, h.b) = (seq, word);
+        for p in (0..self.size).filter(|&p| p != self.rank && self.gone_code(p) == H_OK) {
+            if self.send(p, &h, payload.as_ptr(), payload.len()).is_err() {
+                self.unreachable(p);
+            }
+        }
+    }
+
+    /// Sends a frame to each rank that has not contributed to round `seq` yet; one whose
+    /// link breaks is gone for the collectives.
+    fn probe_missing(&self, seq: u64) {
+        let missing = match lock(&self.state).root.as_ref() {
+            Some(root) => root.missing(seq),
+            None => return,
+        };
+        for p in missing.into_iter().filter(|&p| p != self.rank) {
+            let h = Header::new(Kind::AckReq);
+            if self.send(p, &h, std::ptr::null(), 0).is_err() {
+                self.unreachable(p);
+            }
+        }
+    }
+
+    /// `p` cannot be reached (its link broke): gone for this rank's collectives, which settle
+    /// without it when a replica covers it. Its health is decided by its own connection, as for
+    /// any broken link (see `send_frames`).
+    fn unreachable(&self, p: Rank) {
+        let answers = lock(&self.state).root.as_mut().map(|root| root.gone(p));
+        for (seq, k, o) in answers.into_iter().flatten() {
+            self.answer(seq, k, o);
         }
     }
 
@@ -757,8 +843,11 @@ impl TcpEngine {
         self.wait_until(deadline, |e| {
             let mut done = true;
             for p in (0..e.size).filter(|&p| p != e.rank) {
-                let sent = lock(&e.links[p]).counted;
-                if sent <= e.acked[p].load(Ordering::Acquire) || e.gone_code(p) != H_OK {
+                let (sent, broken) = {
+                    let l = lock(&e.links[p]);
+                    (l.counted, l.broken)
+                };
+                if sent <= e.acked[p].load(Ordering::Acquire) || e.gone_code(p) != H_OK || broken {
                     continue;
                 }
                 done = false;
@@ -780,7 +869,10 @@ impl TcpEngine {
         self.size_at(lseg, self.rank)?;
         let rsize = self.size_at(rseg, r)?;
         let local = self.local_range(lseg, t.local.offset, t.len)?;
-        in_bounds(r, rseg, t.remote.offset, t.len, rsize)?;
+        // A dead peer's failure comes before its bounds (a covered dead replica's segment
+        // has no size).
+        in_bounds(r, rseg, t.remote.offset, t.len, rsize)
+            .or_else(|e| self.peer_ok(r).and(Err(e)))?;
         self.peer_ok(r)?;
         Ok(local)
     }
@@ -795,7 +887,7 @@ impl TcpEngine {
         d: u64,
     ) -> Result<u64> {
         let size = self.size_at(seg, rank)?;
-        in_bounds(rank, seg, offset, 8, size)?;
+        in_bounds(rank, seg, offset, 8, size).or_else(|e| self.peer_ok(rank).and(Err(e)))?;
         if offset % 8 != 0 {
             return Err(Error::Misaligned { offset, align: 8 });
         }

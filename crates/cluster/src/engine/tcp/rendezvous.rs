@@ -40,12 +40,45 @@ fn invalid(m: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, m)
 }
 
+/// Who a replicated job's rendezvous may start without (see [`serve`]).
+pub struct Absent<'a> {
+    /// Replicas per logical rank (process `p` is replica `p % replicas` of rank
+    /// `p / replicas`); 1 when the job is not replicated.
+    pub replicas: usize,
+    /// Processes the launcher saw die before they joined.
+    pub dead: &'a [std::sync::atomic::AtomicBool],
+    /// How long to wait for the rest once every logical rank has a replica in.
+    pub grace: Duration,
+}
+
+impl Absent<'_> {
+    /// Not replicated: every rank must join.
+    pub const NONE: Absent<'static> = Absent {
+        replicas: 1,
+        dead: &[],
+        grace: Duration::ZERO,
+    };
+
+    fn dead(&self, r: usize) -> bool {
+        self.dead
+            .get(r)
+            .is_some_and(|d| d.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 /// Serves one job's rendezvous on `listener` for `size` ranks until every rank has its table,
 /// until `deadline`, or until `stop` says so (the job ended). Run by the launcher (in a
 /// thread of its own).
+///
+/// In a replicated job (`absent.replicas > 1`) the table goes out without the processes that
+/// are missing once every logical rank has a replica in and each missing one is dead or
+/// `absent.grace` has passed: a replica killed before it joined must not hold the job. The
+/// table marks those absent (their peers count them failed), and the rendezvous goes on
+/// refusing latecomers (they exit, as a failed replica) until `stop`.
 pub fn serve(
     listener: TcpListener,
     size: usize,
+    absent: &Absent<'_>,
     deadline: Instant,
     stop: &std::sync::atomic::AtomicBool,
 ) -> io::Result<()> {
@@ -55,7 +88,20 @@ pub fn serve(
     // Between two looks for a new connection: naps from 20 µs doubling to 2 ms (ranks
     // start within milliseconds of each other; a late one costs a wake-up every 2 ms).
     let mut idle = ACCEPT_NAPS;
+    let reps = absent.replicas.max(1);
+    // When every logical rank first had a replica in (a replicated job).
+    let mut covered_at: Option<Instant> = None;
     while count < size {
+        if reps > 1 {
+            let all_ranks = joined.chunks(reps).all(|g| g.iter().any(Option::is_some));
+            if all_ranks {
+                let at = *covered_at.get_or_insert_with(Instant::now);
+                let rest_dead = (0..size).all(|r| joined[r].is_some() || absent.dead(r));
+                if rest_dead || at.elapsed() >= absent.grace {
+                    break;
+                }
+            }
+        }
         let (mut s, _) = match listener.accept() {
             Ok(x) => {
                 idle = ACCEPT_NAPS;
@@ -103,24 +149,52 @@ pub fn serve(
     }
     let mut table = 0u64.to_le_bytes().to_vec();
     table.extend_from_slice(&(size as u64).to_le_bytes());
-    for j in joined.iter().flatten() {
-        put_str(&mut table, &j.1);
+    for j in &joined {
+        // An absent process (a replicated job's) has an empty address.
+        put_str(&mut table, j.as_ref().map_or("", |j| j.1.as_str()));
     }
     for (s, _) in joined.iter_mut().flatten() {
         // A rank that died meanwhile finds out from its peers; the others go on.
         let _ = s.write_all(&table);
     }
+    if count < size {
+        refuse_latecomers(&listener, stop);
+    }
     Ok(())
 }
 
+/// After a replicated job's table went out without some processes: tells each that comes
+/// later that the job started without it, until `stop`.
+fn refuse_latecomers(listener: &TcpListener, stop: &std::sync::atomic::AtomicBool) {
+    let mut idle = ACCEPT_NAPS;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((mut s, _)) => {
+                idle = ACCEPT_NAPS;
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let Ok(rank) = get_u64(&mut s) else { continue };
+                let mut out = 1u64.to_le_bytes().to_vec();
+                put_str(
+                    &mut out,
+                    &format!("rank {rank} came after its job had started without it"),
+                );
+                let _ = s.write_all(&out);
+            }
+            Err(_) => std::thread::sleep(idle.nap()),
+        }
+    }
+}
+
 /// This rank's side: sends `(rank, me)` to the rendezvous at `root` (retrying until it
-/// listens, up to `deadline`) and returns every rank's address.
+/// listens, up to `deadline`) and returns every rank's address (`None` for a process a
+/// replicated job started without).
 pub fn join(
     root: &str,
     rank: usize,
     me: SocketAddr,
     deadline: Instant,
-) -> io::Result<Vec<SocketAddr>> {
+) -> io::Result<Vec<Option<SocketAddr>>> {
     let addr = root
         .to_socket_addrs()?
         .next()
@@ -166,7 +240,11 @@ pub fn join(
     (0..n)
         .map(|_| {
             let a = get_str(&mut s)?;
+            if a.is_empty() {
+                return Ok(None);
+            }
             a.parse::<SocketAddr>()
+                .map(Some)
                 .map_err(|_| invalid(format!("tcp rendezvous: bad address {a:?}")))
         })
         .collect()
@@ -183,7 +261,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let root = l.local_addr().unwrap().to_string();
         let deadline = Instant::now() + Duration::from_secs(20);
-        let server = std::thread::spawn(move || serve(l, 3, deadline, &NO));
+        let server = std::thread::spawn(move || serve(l, 3, &Absent::NONE, deadline, &NO));
         let clients: Vec<_> = (0..3)
             .map(|r| {
                 let root = root.clone();
@@ -197,14 +275,14 @@ mod tests {
             let t = c.join().unwrap().unwrap();
             assert_eq!(t.len(), 3);
             for (r, a) in t.iter().enumerate() {
-                assert_eq!(a.port() as usize, 1000 + r);
+                assert_eq!(a.expect("present").port() as usize, 1000 + r);
             }
         }
         server.join().unwrap().unwrap();
 
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let root = l.local_addr().unwrap().to_string();
-        let server = std::thread::spawn(move || serve(l, 3, deadline, &NO));
+        let server = std::thread::spawn(move || serve(l, 3, &Absent::NONE, deadline, &NO));
         let twins: Vec<_> = (0..2)
             .map(|_| {
                 let root = root.clone();
@@ -219,9 +297,95 @@ mod tests {
     }
 
     #[test]
+    fn a_replicated_job_starts_without_a_dead_or_late_replica() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        // 2 ranks x 2 replicas; process 3 died before it joined (the launcher saw it), and
+        // in the second job process 0 just never comes (the grace period ends the wait).
+        for (dead_one, grace) in [
+            (Some(3), Duration::from_secs(30)),
+            (None, Duration::from_millis(100)),
+        ] {
+            let missing = dead_one.unwrap_or(0);
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let root = l.local_addr().unwrap().to_string();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let dead: Arc<[AtomicBool]> = (0..4)
+                .map(|r| AtomicBool::new(Some(r) == dead_one))
+                .collect();
+            let stop = Arc::new(AtomicBool::new(false));
+            let (d2, s2) = (dead.clone(), stop.clone());
+            let server = std::thread::spawn(move || {
+                let absent = Absent {
+                    replicas: 2,
+                    dead: &d2,
+                    grace,
+                };
+                serve(l, 4, &absent, deadline, &s2)
+            });
+            let clients: Vec<_> = (0..4)
+                .filter(|&r| r != missing)
+                .map(|r| {
+                    let root = root.clone();
+                    std::thread::spawn(move || {
+                        let me: SocketAddr = format!("127.0.0.1:{}", 1000 + r).parse().unwrap();
+                        join(&root, r, me, deadline)
+                    })
+                })
+                .collect();
+            for c in clients {
+                let t = c.join().unwrap().unwrap();
+                assert_eq!(t.len(), 4);
+                for (r, a) in t.iter().enumerate() {
+                    if r == missing {
+                        assert_eq!(*a, None);
+                    } else {
+                        assert_eq!(a.expect("joined").port() as usize, 1000 + r);
+                    }
+                }
+            }
+            // The latecomer is told, and the server ends with the job.
+            let me: SocketAddr = "127.0.0.1:9".parse().unwrap();
+            let e = join(&root, missing, me, deadline).unwrap_err();
+            assert!(e.to_string().contains("started without it"), "{e}");
+            stop.store(true, Ordering::Relaxed);
+            server.join().unwrap().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_replicated_job_waits_for_a_rank_with_no_replica_in() {
+        use std::sync::atomic::AtomicBool;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead: Vec<AtomicBool> = (0..4).map(|r| AtomicBool::new(r == 3)).collect();
+        let absent = Absent {
+            replicas: 2,
+            dead: &dead,
+            grace: Duration::ZERO,
+        };
+        // Nobody joins: no rank has a replica in, so the deadline ends it, naming them all.
+        let e = serve(
+            l,
+            4,
+            &absent,
+            Instant::now() + Duration::from_millis(50),
+            &NO,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("[0, 1, 2, 3]"), "{e}");
+    }
+
+    #[test]
     fn a_missing_rank_is_named_at_the_deadline() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let e = serve(l, 2, Instant::now() + Duration::from_millis(50), &NO).unwrap_err();
+        let e = serve(
+            l,
+            2,
+            &Absent::NONE,
+            Instant::now() + Duration::from_millis(50),
+            &NO,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("[0, 1]"), "{e}");
     }
 }

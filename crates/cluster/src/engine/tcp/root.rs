@@ -6,8 +6,16 @@
 //! A star costs `2(P − 1)` frames per collective, which on the socket transport is what the
 //! latency is made of anyway; it makes the agreement check exact (the root sees every call
 //! word) and the float sums identical everywhere (folded once, in rank order).
+//!
+//! A replicated job cannot have one rank whose death ends every collective: there every rank
+//! sends its contribution to every other and runs a `Root` of its own, which settles the
+//! round for itself (`P(P − 1)` frames, paid at start-up and teardown only, where the world's
+//! collectives are). A round of a barrier or a segment's creation or deletion then completes
+//! without a gone rank that a live replica of its logical rank covers
+//! (`engine/replicas.rs`); the gone rank's entry in a segment's sizes is 0.
 
 use crate::collective::{fold_in_order, Collective};
+use crate::engine::replicas;
 use crate::error::Rank;
 use std::collections::HashMap;
 
@@ -56,15 +64,25 @@ pub(super) struct Root {
     rounds: HashMap<u64, Round>,
     /// Ranks known to be gone (failed or left).
     gone: Vec<bool>,
+    /// Replicas per logical rank (1: not replicated).
+    replicas: usize,
 }
 
 impl Root {
-    pub(super) fn new(size: usize) -> Root {
+    pub(super) fn new(size: usize, replicas: usize) -> Root {
         Root {
             size,
             rounds: HashMap::new(),
             gone: vec![false; size],
+            replicas,
         }
+    }
+
+    /// The ranks that have not contributed to round `seq` and are not known to be gone.
+    pub(super) fn missing(&self, seq: u64) -> Vec<Rank> {
+        (0..self.size)
+            .filter(|&k| !self.gone[k] && self.rounds.get(&seq).is_none_or(|r| r.got[k].is_none()))
+            .collect()
     }
 
     /// Rank `from`'s contribution to collective `seq`; when it completes the round (or the
@@ -111,26 +129,47 @@ impl Root {
             return Vec::new();
         };
         if r.count < self.size {
-            let missing = (0..self.size).find(|&k| r.got[k].is_none() && self.gone[k]);
-            let Some(dead) = missing else {
+            // A gone rank that did not contribute fails the round at once, unless the call
+            // tolerates it and a replica covers it; then the round waits for the live rest.
+            let word = r.got.iter().flatten().map(|g| g.0).next();
+            let gone = &self.gone;
+            let uncovered = (0..self.size).find(|&k| {
+                r.got[k].is_none()
+                    && gone[k]
+                    && !(word.is_some_and(replicas::tolerant)
+                        && replicas::covered(k, self.replicas, self.size, |j| gone[j]))
+            });
+            if let Some(dead) = uncovered {
+                let r = self.rounds.remove(&seq).expect("present");
+                return (0..self.size)
+                    .filter(|&k| r.got[k].is_some())
+                    .map(|k| (k, Outcome::Failed(dead)))
+                    .collect();
+            }
+            if (0..self.size).any(|k| r.got[k].is_none() && !gone[k]) {
                 return Vec::new();
-            };
-            let r = self.rounds.remove(&seq).expect("present");
-            return (0..self.size)
-                .filter(|&k| r.got[k].is_some())
-                .map(|k| (k, Outcome::Failed(dead)))
-                .collect();
+            }
         }
         let r = self.rounds.remove(&seq).expect("present");
-        let got: Vec<(u64, Vec<u8>)> = r.got.into_iter().map(|g| g.expect("complete")).collect();
+        let present: Vec<bool> = r.got.iter().map(Option::is_some).collect();
+        // A covered gone rank stands in with the first contributor's call and an empty
+        // payload of the same length (a segment size of 0).
+        let first = r.got.iter().flatten().next().cloned().unwrap_or_default();
+        let got: Vec<(u64, Vec<u8>)> = r
+            .got
+            .into_iter()
+            .map(|g| g.unwrap_or_else(|| (first.0, vec![0; first.1.len()])))
+            .collect();
         let words: Vec<u64> = got.iter().map(|g| g.0).collect();
         if words.iter().all(|&w| w == words[0]) {
             let result = combine(words[0], &got);
             return (0..self.size)
+                .filter(|&k| present[k])
                 .map(|k| (k, Outcome::Done(result.clone())))
                 .collect();
         }
         (0..self.size)
+            .filter(|&k| present[k])
             .map(|k| {
                 let other = (0..self.size)
                     .find(|&j| words[j] != words[k])
@@ -173,7 +212,7 @@ mod tests {
 
     #[test]
     fn a_round_completes_agrees_or_names_the_odd_rank() {
-        let mut root = Root::new(3);
+        let mut root = Root::new(3, 1);
         let w = Collective::Barrier.word();
         assert!(root.contribute(2, 1, w, vec![]).is_empty());
         assert!(root.contribute(0, 1, w, vec![]).is_empty());
@@ -206,8 +245,53 @@ mod tests {
     }
 
     #[test]
+    fn a_replicated_round_completes_without_a_covered_gone_replica() {
+        // 2 ranks x 2 replicas: processes 0,1 | 2,3.
+        let mut root = Root::new(4, 2);
+        let create = Collective::SegmentCreate { seg: 1 }.word();
+        for k in [0, 2] {
+            assert!(root
+                .contribute(k, 1, create, 64u64.to_le_bytes().to_vec())
+                .is_empty());
+        }
+        assert_eq!(root.missing(1), vec![1, 3]);
+        assert!(root.gone(3).is_empty(), "rank 1 still waits for process 1");
+        let out = root.contribute(1, 1, create, 64u64.to_le_bytes().to_vec());
+        let sizes: Vec<u8> = [64u64, 64, 64, 0]
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect();
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert!(out
+            .iter()
+            .all(|(k, o)| *k != 3 && *o == Outcome::Done(sizes.clone())));
+        // Process 2 gone too: rank 1 has no replica left, and the barrier fails on it.
+        let w = Collective::Barrier.word();
+        root.contribute(0, 2, w, vec![]);
+        root.contribute(1, 2, w, vec![]);
+        let out = root.gone(2);
+        assert_eq!(
+            out,
+            vec![(2, 0, Outcome::Failed(2)), (2, 1, Outcome::Failed(2))]
+        );
+        // An allreduce never goes on without a contribution.
+        let mut root = Root::new(4, 2);
+        let a = Collective::Allreduce {
+            len: 1,
+            ty: DataType::F64,
+            op: Op::Sum,
+        }
+        .word();
+        for k in 0..3 {
+            root.contribute(k, 1, a, 1f64.to_ne_bytes().to_vec());
+        }
+        let out = root.gone(3);
+        assert!(out.iter().all(|o| o.2 == Outcome::Failed(3)), "{out:?}");
+    }
+
+    #[test]
     fn a_gone_rank_fails_the_rounds_it_missed() {
-        let mut root = Root::new(3);
+        let mut root = Root::new(3, 1);
         let w = Collective::Barrier.word();
         root.contribute(0, 1, w, vec![]);
         root.contribute(2, 1, w, vec![]);

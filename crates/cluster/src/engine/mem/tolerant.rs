@@ -1,0 +1,81 @@
+//! The barrier-based collectives of a replicated job on the shared-memory engines: a dead
+//! process that another replica of its logical rank covers counts as arrived (see
+//! `engine/replicas.rs`), so a replica killed during the world's join or its segment
+//! registration does not end the job.
+//!
+//! The counting barrier cannot tell a process that died before its arrival from one that died
+//! after it, so this one counts nothing: each process's announcement of call `k`
+//! (`RankCtl.calls`, written before it waits) is its arrival, and the call completes for a
+//! process once every other has announced `k` (or a later call) or is dead and covered. The
+//! announced call words then give the agreement check directly. Arrivals ring the fast
+//! allreduces' bell (`fast_bell`), never the counting barrier's generation, whose steps the
+//! counting barrier reads as completions and mismatches; a dead process rings nothing, and its
+//! waiters see it at the launcher's wake-up or their next health probe.
+
+use super::{ctl, ring, Backing, Coll, MemEngine};
+use crate::collective::Collective;
+use crate::engine::replicas;
+use crate::error::{Error, Rank, Result};
+use crate::timeout::Timeout;
+use std::sync::atomic::Ordering;
+
+impl<B: Backing> MemEngine<B> {
+    /// Whether process `q` is dead (failed or gone) and covered by a live replica of its rank.
+    pub(super) fn covered(&self, q: Rank) -> bool {
+        replicas::covered(q, self.replicas, self.size, |r| {
+            matches!(self.state(r), ctl::ST_FAILED | ctl::ST_EXITED)
+        })
+    }
+
+    /// Whether the barrier-based collective `call` runs tolerantly here.
+    pub(super) fn tolerant(&self, call: u64) -> bool {
+        self.replicas > 1 && replicas::tolerant(call)
+    }
+
+    /// Arrives at barrier-based collective `call`, number `c.calls`, already announced (or
+    /// resumes the wait of an arrival that timed out); see the module notes.
+    pub(super) fn arrive_tolerant(&self, c: &mut Coll, call: u64, timeout: Timeout) -> Result<()> {
+        let h = self.ctl.header();
+        let k = c.calls;
+        if c.barrier_pending.take().is_none() {
+            ring(&h.fast_bell);
+        }
+        let arrived =
+            |q: Rank| q == self.rank || self.ctl.rank(q).calls.seq.load(Ordering::Acquire) >= k;
+        let r = self.wait_until(
+            &h.fast_bell,
+            timeout.deadline(),
+            || (0..self.size).all(|q| arrived(q) || self.covered(q)),
+            || {
+                (0..self.size)
+                    .find(|&q| {
+                        q != self.rank
+                            && !arrived(q)
+                            && matches!(self.state(q), ctl::ST_FAILED | ctl::ST_EXITED)
+                            && !self.covered(q)
+                    })
+                    .map(Error::PeerFailed)
+            },
+        );
+        if let Err(e) = r {
+            c.barrier_pending = Some(0);
+            return Err(e);
+        }
+        // Slot k % 2 of a process is rewritten only at its call k + 2, which needs this one.
+        for q in (0..self.size).filter(|&q| q != self.rank) {
+            let rc = &self.ctl.rank(q).calls;
+            let s = rc.seq.load(Ordering::Acquire);
+            if s == k || s == k + 1 {
+                let w = rc.call[(k % 2) as usize].load(Ordering::Relaxed);
+                if w != call {
+                    return Err(Error::mismatch(
+                        Collective::from_word(call),
+                        Collective::from_word(w),
+                        q,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
