@@ -311,11 +311,16 @@ fn killing_every_replica_of_a_rank_ends_the_job_naming_it() {
 /// Host `k`'s launcher of IS class W on 2 ranks × 2 replicas over tcp, spread over the
 /// hosts of `list`, the rendezvous on `port`.
 fn spread_launcher(list: &str, port: u16, k: usize) -> Child {
+    spread_launcher_of(list, port, k, &[TIERS, "is", "--class", "W"])
+}
+
+/// [`spread_launcher`] of the program `prog`.
+fn spread_launcher_of(list: &str, port: u16, k: usize, prog: &[&str]) -> Child {
     Command::new(TIERS)
         .args(["run", "--engine", "tcp", "--hosts", list])
         .args(["--port", &port.to_string(), "--host", &k.to_string()])
         .args(["-n", "2", "--replicas", "2", "--timeout", "120", "--"])
-        .args([TIERS, "is", "--class", "W"])
+        .args(prog)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -445,6 +450,51 @@ fn replicas_spread_over_more_hosts_than_replicas_survive_a_kill() {
                 );
             }
         }
+    }
+}
+
+/// Spread over 4 hosts of one process, a replica that dies before it joins the job, on a
+/// host that does not serve the rendezvous: its launcher reports it, so the job starts
+/// without it at once (not after the 10 replica timeouts a lost host would cost), and rank
+/// 0's replicas print the unreplicated report.
+#[test]
+fn a_replica_dead_before_joining_on_another_host_does_not_hold_the_job() {
+    let want = reference("W");
+    let port = 30000 + ((std::process::id() + 104_729) % 20000) as u16;
+    let list = "127.0.0.1:1,127.0.0.2:1,127.0.0.3:1,127.0.0.4:1";
+    // (world rank, its host): in list order the hosts run replica 0 of ranks 0 and 1, then
+    // replica 1 of each, so world rank 2l + k is on host 2k + l.
+    for (victim, vhost) in [(3, 3), (1, 2)] {
+        let script = format!(
+            "if [ \"$TIERS_RANK\" = {victim} ]; then kill -9 $$; fi; exec {TIERS} is --class W"
+        );
+        let t0 = Instant::now();
+        let hs: Vec<Child> = (0..4)
+            .map(|k| spread_launcher_of(list, port, k, &["sh", "-c", &script]))
+            .collect();
+        let outs: Vec<Output> = hs
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let took = t0.elapsed();
+        for (h, o) in outs.iter().enumerate() {
+            let (out, err) = text(o);
+            if h == vhost {
+                assert!(err.contains("was killed by signal 9"), "{out}{err}");
+                continue;
+            }
+            assert!(o.status.success(), "victim {victim}, host {h}: {out}{err}");
+            let expect = if h % 2 == 0 {
+                want.clone()
+            } else {
+                String::new()
+            };
+            assert_eq!(stable(&out), expect, "victim {victim}, host {h}: {err}");
+        }
+        assert!(
+            took < Duration::from_secs(8),
+            "the job waited for the dead replica: {took:?}"
+        );
     }
 }
 

@@ -645,7 +645,9 @@ impl Job {
                 root: format!("{root_host}:{port}"),
                 bind,
                 server: None,
-                dead: Arc::new([]),
+                dead: (0..self.processes_total())
+                    .map(|_| AtomicBool::new(false))
+                    .collect(),
             });
         }
         let listener = std::net::TcpListener::bind((root_host.as_str(), port)).map_err(|e| {
@@ -655,7 +657,7 @@ impl Job {
             )
         })?;
         let root = listener.local_addr()?.to_string();
-        let size = self.hosts.as_ref().map_or(self.processes(), Hosts::size);
+        let size = self.processes_total();
         // The ranks' own init timeout, when the job sets one.
         let wait = self
             .env
@@ -671,15 +673,23 @@ impl Job {
         let dead: Arc<[AtomicBool]> = (0..size).map(|_| AtomicBool::new(false)).collect();
         let dead2 = dead.clone();
         let replicas = self.replicas.max(1);
-        // A replicated job starts without a replica that has not joined one replica timeout
-        // after every rank has one in (or that this launcher saw die).
-        let grace = self
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .map_or(crate::config::REPLICA_TIMEOUT, Duration::from_millis);
+        // A replicated job starts without a replica that a launcher saw die before it joined.
+        // On one host this launcher sees every process; spread over hosts, the others report
+        // theirs (`tell_rendezvous`), and a process nobody reports (its host lost with its
+        // launcher) is waited for 10 replica timeouts once every rank has a replica in.
+        let grace = if self.spread() {
+            10 * self
+                .env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
+                .and_then(|(_, v)| v.parse::<u32>().ok())
+                .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
+                    Duration::from_millis(u64::from(ms))
+                })
+        } else {
+            Duration::MAX
+        };
         let server = std::thread::spawn(move || {
             let absent = crate::engine::tcp::rendezvous::Absent {
                 replicas,
@@ -702,6 +712,11 @@ impl Job {
         })
     }
 
+    /// Processes in the whole job (every host's).
+    fn processes_total(&self) -> usize {
+        self.hosts.as_ref().map_or(self.processes(), Hosts::size)
+    }
+
     /// The world rank of this host's `r`-th process: replica `p % R` of rank `p / R`, the one
     /// `spread_slot` names when spread over hosts.
     fn world_rank(&self, r: usize) -> usize {
@@ -713,13 +728,23 @@ impl Job {
         }
     }
 
-    /// Tells the rendezvous (served here) which of this host's processes ended badly.
+    /// Tells the rendezvous which of this host's processes ended badly: through the flags it
+    /// reads when served here, else by a report to the first host's (a replicated job's only:
+    /// the others need every rank).
     fn tell_rendezvous(&self, tcp: Option<&Rendezvous>, ends: &[Option<End>]) {
         let Some(t) = tcp else { return };
         for (r, e) in ends.iter().enumerate() {
             if e.is_some_and(|e| !e.ok()) {
-                if let Some(d) = t.dead.get(self.world_rank(r)) {
-                    d.store(true, Ordering::Relaxed);
+                let p = self.world_rank(r);
+                let told = t
+                    .dead
+                    .get(p)
+                    .is_none_or(|d| d.swap(true, Ordering::Relaxed));
+                if !told && t.server.is_none() && self.replicas > 1 {
+                    let root = t.root.clone();
+                    std::thread::spawn(move || {
+                        crate::engine::tcp::rendezvous::report_dead(&root, p);
+                    });
                 }
             }
         }

@@ -45,9 +45,11 @@ pub struct Absent<'a> {
     /// Replicas per logical rank (process `p` is replica `p % replicas` of rank
     /// `p / replicas`); 1 when the job is not replicated.
     pub replicas: usize,
-    /// Processes the launcher saw die before they joined.
+    /// Processes the launcher serving the rendezvous saw die (the launchers of other hosts
+    /// report theirs with [`report_dead`]).
     pub dead: &'a [std::sync::atomic::AtomicBool],
-    /// How long to wait for the rest once every logical rank has a replica in.
+    /// How long to wait for the rest once every logical rank has a replica in, for a
+    /// process nobody reported dead (a host lost before its launcher could report).
     pub grace: Duration,
 }
 
@@ -91,12 +93,15 @@ pub fn serve(
     let reps = absent.replicas.max(1);
     // When every logical rank first had a replica in (a replicated job).
     let mut covered_at: Option<Instant> = None;
+    // Processes another host's launcher reported dead.
+    let mut reported = vec![false; size];
     while count < size {
         if reps > 1 {
             let all_ranks = joined.chunks(reps).all(|g| g.iter().any(Option::is_some));
             if all_ranks {
                 let at = *covered_at.get_or_insert_with(Instant::now);
-                let rest_dead = (0..size).all(|r| joined[r].is_some() || absent.dead(r));
+                let rest_dead =
+                    (0..size).all(|r| joined[r].is_some() || absent.dead(r) || reported[r]);
                 if rest_dead || at.elapsed() >= absent.grace {
                     break;
                 }
@@ -136,6 +141,11 @@ pub fn serve(
         };
         if rank >= size {
             refuse(&mut s, &format!("rank {rank} of a job of {size}"));
+            continue;
+        }
+        if addr.is_empty() {
+            // A launcher's report that its process `rank` died (see `report_dead`).
+            reported[rank] = true;
             continue;
         }
         if let Some((mut other, _)) = joined[rank].take() {
@@ -183,6 +193,20 @@ fn refuse_latecomers(listener: &TcpListener, stop: &std::sync::atomic::AtomicBoo
             }
             Err(_) => std::thread::sleep(idle.nap()),
         }
+    }
+}
+
+/// A launcher's side, for a replicated job: tells the rendezvous at `root` that its process
+/// `rank` died, so that the job need not wait for it (an empty address is the report). Best
+/// effort: a rendezvous that has closed already needs no report.
+pub fn report_dead(root: &str, rank: usize) {
+    let Some(addr) = root.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return;
+    };
+    if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+        let mut out = (rank as u64).to_le_bytes().to_vec();
+        put_str(&mut out, "");
+        let _ = s.write_all(&out);
     }
 }
 
@@ -300,13 +324,15 @@ mod tests {
     fn a_replicated_job_starts_without_a_dead_or_late_replica() {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::Arc;
-        // 2 ranks x 2 replicas; process 3 died before it joined (the launcher saw it), and
-        // in the second job process 0 just never comes (the grace period ends the wait).
-        for (dead_one, grace) in [
-            (Some(3), Duration::from_secs(30)),
-            (None, Duration::from_millis(100)),
+        // 2 ranks x 2 replicas; process 3 died before it joined (the launcher saw it); in the
+        // second job another host's launcher reports process 1 dead; in the third process 0
+        // just never comes (the grace period ends the wait).
+        for (dead_one, reported, grace) in [
+            (Some(3), None, Duration::from_secs(30)),
+            (None, Some(1), Duration::from_secs(30)),
+            (None, None, Duration::from_millis(100)),
         ] {
-            let missing = dead_one.unwrap_or(0);
+            let missing = dead_one.or(reported).unwrap_or(0);
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let root = l.local_addr().unwrap().to_string();
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -323,6 +349,9 @@ mod tests {
                 };
                 serve(l, 4, &absent, deadline, &s2)
             });
+            if let Some(r) = reported {
+                report_dead(&root, r);
+            }
             let clients: Vec<_> = (0..4)
                 .filter(|&r| r != missing)
                 .map(|r| {
