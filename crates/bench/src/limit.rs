@@ -11,6 +11,11 @@
 //!   cheaper than the transfers it needs. [`ping_pong`] is the same exchange on any shared
 //!   word, for processes that share a mapping.
 //! - [`memcpy`]: a copy of the same bytes between two private buffers (one-sided writes).
+//! - [`cross_copy`]: the same bytes copied back and forth between two threads pinned to the
+//!   benchmark's two processors, each copy reading the lines the other thread wrote last (a
+//!   ping-pong of writes: each side sends back what it received). Between cores that moves
+//!   every line through the coherence protocol, which costs several private memcpys at
+//!   sizes that fit the caches.
 //! - [`read_once`]: a STREAM-style read of a matrix by the threads of a pool (an iteration
 //!   that reads the matrix cannot take less time).
 //!
@@ -165,6 +170,72 @@ pub fn memcpy(bytes: usize) -> Candidate<'static> {
             black_box(&mut b);
         }
         t.elapsed()
+    })
+}
+
+/// How [`cross_copy`] measured.
+pub fn cross_copy_note(a: usize, b: usize) -> String {
+    format!("a ping-pong of the same bytes between two threads pinned to cpus {a} and {b}: each copies the buffer the other just filled into the other's (copy_from_slice) and hands over with one cache line; half a round per sample")
+}
+
+/// A candidate of `n` half rounds of a ping-pong of copies of `bytes` bytes between a thread
+/// pinned to `a` and one pinned to `b` (see [`cross_copy_note`]); seconds per half round
+/// (one copy and one hand-over). Both buffers are touched by both threads before the clock
+/// starts.
+pub fn cross_copy(a: usize, b: usize, bytes: usize) -> Candidate<'static> {
+    struct Bufs(*mut u8, *mut u8);
+    // SAFETY: the two threads take turns (the hand-over word orders every copy after the
+    // other's), so no byte is written by one while the other reads or writes it.
+    unsafe impl Sync for Bufs {}
+    let n_bytes = bytes.max(1);
+    let mut x = vec![1u8; n_bytes];
+    let mut y = vec![2u8; n_bytes];
+    let line = Box::new(Line::default());
+    Candidate::new(IMPL, move |n| {
+        let bufs = Bufs(x.as_mut_ptr(), y.as_mut_ptr());
+        let (line, bufs) = (&line.0, &bufs);
+        line.store(0, Ordering::SeqCst);
+        // Side s copies at turns s, s + 2, ...: side 0 from x into y, side 1 back.
+        let side = |s: u64, turns: u64| {
+            for i in 0..turns {
+                let turn = 2 * i + s;
+                spin_until(|| line.load(Ordering::Acquire) == turn);
+                let (from, to) = if s == 0 {
+                    (bufs.0, bufs.1)
+                } else {
+                    (bufs.1, bufs.0)
+                };
+                // SAFETY: both buffers hold n_bytes bytes; see Bufs for the turns.
+                unsafe { std::ptr::copy_nonoverlapping(from, to, n_bytes) };
+                line.store(turn + 1, Ordering::Release);
+            }
+        };
+        // One warm-up round, then n half rounds (n / 2 rounds, rounded up).
+        let rounds = n.div_ceil(2) + 1;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = tiers_node::affinity::set(&[b]);
+                side(1, rounds);
+            });
+            s.spawn(|| {
+                let _ = tiers_node::affinity::set(&[a]);
+                side(0, 1);
+                spin_until(|| line.load(Ordering::Acquire) == 2);
+                let t = Instant::now();
+                for i in 1..rounds {
+                    let turn = 2 * i;
+                    spin_until(|| line.load(Ordering::Acquire) == turn);
+                    // SAFETY: as in `side`.
+                    unsafe { std::ptr::copy_nonoverlapping(bufs.0, bufs.1, n_bytes) };
+                    line.store(turn + 1, Ordering::Release);
+                }
+                spin_until(|| line.load(Ordering::Acquire) == 2 * rounds);
+                let half = t.elapsed().as_secs_f64() / (2 * (rounds - 1)) as f64;
+                Duration::from_secs_f64(half * n as f64)
+            })
+            .join()
+            .expect("cross-copy thread panicked")
+        })
     })
 }
 

@@ -505,6 +505,14 @@ fn measure(
                         format!("half a {}", limit::round_trip_note(a, b)),
                     );
                 }
+                // A ping-pong of writes sends back what it received: each copy reads lines
+                // the other side wrote last, which is the cross-core copy's cost, not a
+                // private memcpy's (4-byte rows are notifications alone).
+                (Shape::Latency, Some(_)) if p == "ping_pong" && size > 4 => {
+                    let mut cands = [limit::cross_copy(a, b, size as usize)];
+                    let v = compare(limit_time, &mut cands)[0].0 * 1e6;
+                    report.push_limit(&params, v, limit::cross_copy_note(a, b));
+                }
                 (Shape::Latency | Shape::Bandwidth, Some(h)) => {
                     let mut cands = [limit::memcpy(size as usize)];
                     let copy = compare(limit_time, &mut cands)[0].0 * 1e6;
