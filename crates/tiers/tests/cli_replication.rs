@@ -481,6 +481,9 @@ fn a_replica_dead_before_joining_on_another_host_does_not_hold_the_job() {
             let (out, err) = text(o);
             if h == vhost {
                 assert!(err.contains("was killed by signal 9"), "{out}{err}");
+                // Named in the whole job, not by its index on the host.
+                let name = format!("job failed (replica {} of rank {}", victim % 2, victim / 2);
+                assert!(err.contains(&name), "{out}{err}");
                 continue;
             }
             assert!(o.status.success(), "victim {victim}, host {h}: {out}{err}");

@@ -81,6 +81,9 @@ pub struct Outcome {
     pub stop: Option<Stop>,
     /// Replicas per logical rank (`ends` holds `replicas` entries per rank, replica order).
     pub replicas: usize,
+    /// What each entry of `ends` is, for messages: `rank P`, or `replica K of rank L` in a
+    /// replicated job (on a host of a `--hosts` list, its ranks in the whole job).
+    pub names: Vec<String>,
 }
 
 impl Outcome {
@@ -625,6 +628,12 @@ impl Job {
             job,
             stop,
             replicas: if spread { 1 } else { reps },
+            names: (0..procs)
+                .map(|r| match self.world_rank(r) {
+                    p if reps > 1 => format!("replica {} of rank {}", p % reps, p / reps),
+                    p => format!("rank {p}"),
+                })
+                .collect(),
         })
     }
 

@@ -157,7 +157,10 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .enumerate()
         .filter(|(_, e)| !e.ok())
-        .map(|(r, e)| format!("rank {r}: {e}"))
+        .map(|(r, e)| match out.names.get(r) {
+            Some(name) => format!("{name}: {e}"),
+            None => format!("rank {r}: {e}"),
+        })
         .collect();
     Err(format!("job failed ({})", bad.join(", ")).into())
 }
