@@ -1,6 +1,8 @@
 //! A replica killed in a replicated job's world-level phases: before it joins the world, in
 //! the collective registration of the two-sided segment, or at the end, after the program's
-//! last collective and before the teardown. Ranks are processes started by the launcher with
+//! last collective and before the teardown; and, on shm, a replica stopped (SIGSTOP) before
+//! its join or its segment registration, which the others leave behind after one replica
+//! timeout. Ranks are processes started by the launcher with
 //! 2 replicas per rank, on the `shm` and the `tcp` engine; this test binary plays the ranks
 //! (`TIERS_TEST_SCENARIO`). The survivors must run the whole program with the results an
 //! unreplicated run computes, and the job must succeed.
@@ -13,6 +15,12 @@ use tiers_cluster::{Op, SegId, Timeout};
 const SCENARIO: &str = "TIERS_TEST_SCENARIO";
 const VICTIM: &str = "TIERS_TEST_VICTIM";
 const SEG: SegId = SegId(3);
+
+fn stop() {
+    // SAFETY: kill has no memory-safety preconditions; this process stops here until
+    // continued (the launcher ends it).
+    unsafe { libc::kill(std::process::id() as libc::pid_t, libc::SIGSTOP) };
+}
 
 fn die() -> ! {
     // SAFETY: kill has no memory-safety preconditions; this process ends here.
@@ -34,9 +42,27 @@ fn child() {
     if doomed && stage == "join" {
         die();
     }
+    if doomed && stage == "stop-join" {
+        stop();
+    }
+    if doomed && stage == "late-join" {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+    }
     let w = tiers_cluster::init().expect("init");
     if doomed && stage == "segment" {
         die();
+    }
+    if doomed && stage == "stop-segment" {
+        stop();
+    }
+    if doomed && stage == "late-segment" {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // The others went on without this replica: its call says so.
+        let Err(e) = Comm::new(&w, SEG, Timeout::Block) else {
+            panic!("a replica left behind got its Comm");
+        };
+        assert!(e.to_string().contains("went on without it"), "{e}");
+        std::process::exit(3);
     }
     let c = Comm::new(&w, SEG, Timeout::Block).expect("the two-sided segment");
     let (rank, p) = (c.rank(), c.size());
@@ -123,6 +149,56 @@ fn a_replica_killed_in_the_world_phases_on_shm() {
 #[test]
 fn a_replica_killed_in_the_world_phases_on_tcp() {
     every_stage("tcp");
+}
+
+/// A replica stopped before its join or its segment registration, on shm: the others wait
+/// one replica timeout (300 ms here), then go on without it, and the launcher ends it once
+/// the job is done; one that only comes late (1.5 s) is refused when it comes (its `init`
+/// fails, a panic here, or its `Comm` does).
+#[test]
+fn a_replica_stopped_in_the_world_phases_is_left_behind_on_shm() {
+    for stage in ["stop-join", "stop-segment", "late-join", "late-segment"] {
+        for victim in [0, 3] {
+            let exe = std::env::current_exe().unwrap();
+            let mut job = Job::new(2, exe)
+                .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+                .env(SCENARIO, stage)
+                .env(VICTIM, &victim.to_string())
+                .env("TIERS_REPLICA_TIMEOUT_MS", "300");
+            job.engine = "shm".into();
+            job.replicas = 2;
+            // Long enough for a late replica to come and fail before the launcher ends it.
+            job.grace = if stage.starts_with("late") {
+                Duration::from_secs(10)
+            } else {
+                Duration::from_millis(500)
+            };
+            job.timeout = Some(Duration::from_secs(60));
+            job.pin = false;
+            job.report = false;
+            job.discard_stdout = true;
+            let t = std::time::Instant::now();
+            let out = job.run().expect("launch");
+            assert!(
+                out.success(),
+                "{stage} {victim}: {:?} {:?}",
+                out.ends,
+                out.stop
+            );
+            // A stopped replica is ended by the launcher; a late one fails when it comes.
+            let want = match stage {
+                "late-segment" => End::Exited(3),
+                "late-join" => End::Exited(101),
+                _ => End::Stopped,
+            };
+            assert_eq!(out.ends[victim], want, "{stage}: {:?}", out.ends);
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{stage} {victim}: {:?}",
+                t.elapsed()
+            );
+        }
+    }
 }
 
 #[test]

@@ -147,6 +147,9 @@ pub(crate) struct MemEngine<B: Backing> {
     /// Replicas per logical rank (`engine/replicas.rs`): above 1 the barrier-based
     /// collectives tolerate a covered dead process (`mem/tolerant.rs`).
     replicas: usize,
+    /// How long those wait for a replica that lags behind one of its rank's before they
+    /// leave it behind (`engine/replicas.rs`).
+    left_behind_after: Duration,
 }
 
 fn ring(l: &Line) {
@@ -189,6 +192,7 @@ impl<B: Backing> MemEngine<B> {
             last_probe: Mutex::new(Instant::now()),
             strict_calls: true,
             replicas: 1,
+            left_behind_after: config::REPLICA_TIMEOUT,
         }
     }
 
@@ -200,8 +204,9 @@ impl<B: Backing> MemEngine<B> {
     }
 
     /// Sets the replicas per logical rank of a replicated job (`engine/replicas.rs`).
-    pub(crate) fn set_replicas(&mut self, replicas: usize) {
+    pub(crate) fn set_replicas(&mut self, replicas: usize, left_behind_after: Duration) {
         self.replicas = replicas.max(1);
+        self.left_behind_after = left_behind_after;
     }
 
     /// The job's control block.

@@ -17,6 +17,20 @@ pub(crate) fn from_env() -> usize {
     env_usize(env::REPLICAS).ok().flatten().unwrap_or(1).max(1)
 }
 
+/// How long a replicated job's world-level collective waits for a process that has not
+/// arrived while a replica of its rank has, before it goes on without it: the replica timeout
+/// (`TIERS_REPLICA_TIMEOUT_MS`, default [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT);
+/// a malformed value is the replicated layer's to report).
+pub(crate) fn left_behind_after() -> std::time::Duration {
+    env_usize(env::REPLICA_TIMEOUT_MS)
+        .ok()
+        .flatten()
+        .filter(|&ms| ms > 0)
+        .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
+            std::time::Duration::from_millis(ms as u64)
+        })
+}
+
 /// Whether process `q`, dead by `dead`, is covered: the job is replicated and another replica
 /// of `q`'s logical rank is not dead.
 pub(crate) fn covered(q: Rank, replicas: usize, size: usize, dead: impl Fn(Rank) -> bool) -> bool {

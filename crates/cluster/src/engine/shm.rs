@@ -105,11 +105,11 @@ pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
             Err(now) => held = now,
         }
     }
-    // A second process that came before this one and was refused has marked the rank failed:
-    // this one fails too.
+    // A second process that came before this one and was refused has marked the rank failed
+    // (or, in a replicated job, the others went on without this replica): this one fails too.
     if ctl.rank(rank).state.v.load(Ordering::Acquire) == super::ctl::ST_FAILED {
         return Err(Error::Setup(format!(
-            "job {job}: rank {rank}: another process tried to join as this rank; two processes cannot join as the same rank"
+            "job {job}: rank {rank} was marked failed before it joined: another process tried to join as this rank (two processes cannot join as the same rank), or, as a replica, it came too late and its rank went on without it"
         )));
     }
     let mut e = MemEngine::new(
@@ -120,7 +120,10 @@ pub(crate) fn attach(job: &str, rank: Rank) -> Result<MemEngine<ShmBacking>> {
         },
         rank,
     );
-    e.set_replicas(super::replicas::from_env());
+    e.set_replicas(
+        super::replicas::from_env(),
+        super::replicas::left_behind_after(),
+    );
     Ok(e)
 }
 

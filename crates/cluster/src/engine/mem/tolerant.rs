@@ -11,6 +11,12 @@
 //! allreduces' bell (`fast_bell`), never the counting barrier's generation, whose steps the
 //! counting barrier reads as completions and mismatches; a dead process rings nothing, and its
 //! waiters see it at the launcher's wake-up or their next health probe.
+//!
+//! A replica that is alive but does not arrive (stopped with SIGSTOP, or far behind) while
+//! another replica of its rank has arrived is waited for one replica timeout, then *left
+//! behind*: marked failed, as VolpexMPI skips a replica that does not answer, so that it holds
+//! the job no longer. Should it come later, its own call fails with a `Setup` error naming
+//! that (its process ends as a failed replica; its rank goes on with the others).
 
 use super::{ctl, ring, Backing, Coll, MemEngine};
 use crate::collective::Collective;
@@ -18,6 +24,7 @@ use crate::engine::replicas;
 use crate::error::{Error, Rank, Result};
 use crate::timeout::Timeout;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 impl<B: Backing> MemEngine<B> {
     /// Whether process `q` is dead (failed or gone) and covered by a live replica of its rank.
@@ -25,6 +32,21 @@ impl<B: Backing> MemEngine<B> {
         replicas::covered(q, self.replicas, self.size, |r| {
             matches!(self.state(r), ctl::ST_FAILED | ctl::ST_EXITED)
         })
+    }
+
+    /// Marks process `q` failed for lagging behind (see the module notes), unless it has
+    /// arrived or died meanwhile, and wakes every waiter of the job.
+    fn leave_behind(&self, q: Rank) {
+        let st = &self.ctl.rank(q).state.v;
+        for from in [ctl::ST_STARTING, ctl::ST_HEALTHY] {
+            if st
+                .compare_exchange(from, ctl::ST_FAILED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                super::wake_job(&self.ctl);
+                return;
+            }
+        }
     }
 
     /// Whether the barrier-based collective `call` runs tolerantly here.
@@ -42,10 +64,39 @@ impl<B: Backing> MemEngine<B> {
         }
         let arrived =
             |q: Rank| q == self.rank || self.ctl.rank(q).calls.seq.load(Ordering::Acquire) >= k;
+        // Since when every process still missing is alive and lags a replica of its rank that
+        // has arrived (see the module notes).
+        let mut lagging_since: Option<Instant> = None;
         let r = self.wait_until(
             &h.fast_bell,
             timeout.deadline(),
-            || (0..self.size).all(|q| arrived(q) || self.covered(q)),
+            || {
+                let missing: Vec<Rank> = (0..self.size)
+                    .filter(|&q| !arrived(q) && !self.covered(q))
+                    .collect();
+                if missing.is_empty() {
+                    return true;
+                }
+                let reps = self.replicas;
+                let lagging = missing.iter().all(|&q| {
+                    let first = q / reps * reps;
+                    self.state(q) != ctl::ST_FAILED
+                        && self.state(q) != ctl::ST_EXITED
+                        && (first..(first + reps).min(self.size)).any(|j| j != q && arrived(j))
+                });
+                if !lagging {
+                    lagging_since = None;
+                    return false;
+                }
+                let since = *lagging_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.left_behind_after {
+                    for &q in &missing {
+                        self.leave_behind(q);
+                    }
+                    return (0..self.size).all(|q| arrived(q) || self.covered(q));
+                }
+                false
+            },
             || {
                 (0..self.size)
                     .find(|&q| {
@@ -60,6 +111,14 @@ impl<B: Backing> MemEngine<B> {
         if let Err(e) = r {
             c.barrier_pending = Some(0);
             return Err(e);
+        }
+        if self.state(self.rank) == ctl::ST_FAILED {
+            return Err(Error::Setup(format!(
+                "replica {} of rank {} came more than {:?} after another replica of its rank to a collective of the world, which went on without it",
+                self.rank % self.replicas,
+                self.rank / self.replicas,
+                self.left_behind_after
+            )));
         }
         // Slot k % 2 of a process is rewritten only at its call k + 2, which needs this one.
         for q in (0..self.size).filter(|&q| q != self.rank) {
