@@ -1,6 +1,6 @@
 //! A replica killed in a replicated job's world-level phases: before it joins the world, in
 //! the collective registration of the two-sided segment, or at the end, after the program's
-//! last collective and before the teardown; and, on shm, a replica stopped (SIGSTOP) before
+//! last collective and before the teardown; and a replica stopped (SIGSTOP) or late before
 //! its join or its segment registration, which the others leave behind after one replica
 //! timeout. Ranks are processes started by the launcher with
 //! 2 replicas per rank, on the `shm` and the `tcp` engine; this test binary plays the ranks
@@ -151,12 +151,21 @@ fn a_replica_killed_in_the_world_phases_on_tcp() {
     every_stage("tcp");
 }
 
-/// A replica stopped before its join or its segment registration, on shm: the others wait
+/// A replica stopped before its join or its segment registration: the others wait
 /// one replica timeout (300 ms here), then go on without it, and the launcher ends it once
 /// the job is done; one that only comes late (1.5 s) is refused when it comes (its `init`
 /// fails, a panic here, or its `Comm` does).
 #[test]
 fn a_replica_stopped_in_the_world_phases_is_left_behind_on_shm() {
+    left_behind("shm");
+}
+
+#[test]
+fn a_replica_stopped_in_the_world_phases_is_left_behind_on_tcp() {
+    left_behind("tcp");
+}
+
+fn left_behind(engine: &str) {
     for stage in ["stop-join", "stop-segment", "late-join", "late-segment"] {
         for victim in [0, 3] {
             let exe = std::env::current_exe().unwrap();
@@ -165,7 +174,7 @@ fn a_replica_stopped_in_the_world_phases_is_left_behind_on_shm() {
                 .env(SCENARIO, stage)
                 .env(VICTIM, &victim.to_string())
                 .env("TIERS_REPLICA_TIMEOUT_MS", "300");
-            job.engine = "shm".into();
+            job.engine = engine.into();
             job.replicas = 2;
             // Long enough for a late replica to come and fail before the launcher ends it.
             job.grace = if stage.starts_with("late") {
@@ -181,7 +190,7 @@ fn a_replica_stopped_in_the_world_phases_is_left_behind_on_shm() {
             let out = job.run().expect("launch");
             assert!(
                 out.success(),
-                "{stage} {victim}: {:?} {:?}",
+                "{engine} {stage} {victim}: {:?} {:?}",
                 out.ends,
                 out.stop
             );
@@ -191,7 +200,7 @@ fn a_replica_stopped_in_the_world_phases_is_left_behind_on_shm() {
                 "late-join" => End::Exited(101),
                 _ => End::Stopped,
             };
-            assert_eq!(out.ends[victim], want, "{stage}: {:?}", out.ends);
+            assert_eq!(out.ends[victim], want, "{engine} {stage}: {:?}", out.ends);
             assert!(
                 t.elapsed() < Duration::from_secs(30),
                 "{stage} {victim}: {:?}",

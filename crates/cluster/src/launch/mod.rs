@@ -682,23 +682,22 @@ impl Job {
         let dead: Arc<[AtomicBool]> = (0..size).map(|_| AtomicBool::new(false)).collect();
         let dead2 = dead.clone();
         let replicas = self.replicas.max(1);
-        // A replicated job starts without a replica that a launcher saw die before it joined.
-        // On one host this launcher sees every process; spread over hosts, the others report
-        // theirs (`tell_rendezvous`), and a process nobody reports (its host lost with its
-        // launcher) is waited for 10 replica timeouts once every rank has a replica in.
-        let grace = if self.spread() {
-            10 * self
-                .env
-                .iter()
-                .rev()
-                .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
-                .and_then(|(_, v)| v.parse::<u32>().ok())
-                .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
-                    Duration::from_millis(u64::from(ms))
-                })
-        } else {
-            Duration::MAX
-        };
+        // A replicated job starts without a replica that a launcher saw die before it joined
+        // (spread over hosts, the other hosts' launchers report theirs: `tell_rendezvous`), and
+        // without one that has not joined one replica timeout after every rank has a replica
+        // in (stopped, or far behind: left behind, as the engines' collectives do); spread over
+        // hosts, 10 replica timeouts, for launchers started by hand one after another.
+        let timeout = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+            .filter(|&ms| ms > 0)
+            .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
+                Duration::from_millis(u64::from(ms))
+            });
+        let grace = if self.spread() { 10 * timeout } else { timeout };
         let server = std::thread::spawn(move || {
             let absent = crate::engine::tcp::rendezvous::Absent {
                 replicas,

@@ -39,7 +39,9 @@
 //!   registration of the `Comm`'s segment) counts a dead process as arrived while a live
 //!   replica covers its rank (`engine/replicas.rs`; on the tcp engine a rendezvous that does
 //!   not wait for a dead replica, and collectives every rank settles itself), so a replica may
-//!   die at any moment, from its start to its exit.
+//!   die at any moment, from its start to its exit. A replica stopped there (or far behind) is
+//!   left behind after one replica timeout: the others go on, and its own call fails when it
+//!   comes.
 //!
 //! The transport is the physical [`Comm`] (rings of notified one-sided writes), which names
 //! processes only through the world: a socket engine under the world would carry it

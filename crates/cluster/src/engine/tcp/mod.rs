@@ -170,6 +170,11 @@ pub struct TcpEngine {
     calls: Mutex<Calls>,
     stats: Stats,
     left: AtomicBool,
+    /// The other processes of this replicated job went on without this one (it lagged a
+    /// replica of its rank by more than a replica timeout at a world collective).
+    left_behind: AtomicBool,
+    /// How long a replicated job's collective waits for laggards (`engine/replicas.rs`).
+    left_behind_after: Duration,
     /// How long a wait polls the sockets without blocking before it sleeps in `epoll_wait`:
     /// [`config::SPIN`] when every rank of this host has a core of its own (an answer often
     /// comes within microseconds, and a wake-up from `epoll_wait` costs tens), else zero.
@@ -298,6 +303,8 @@ impl TcpEngine {
             calls: Mutex::new(Calls::default()),
             stats: Stats::default(),
             left: AtomicBool::new(false),
+            left_behind: AtomicBool::new(false),
+            left_behind_after: super::replicas::left_behind_after(),
             spin: match config::env_usize(env::TCP_SPIN_US).ok().flatten() {
                 Some(us) => Duration::from_micros(us as u64),
                 None if local_size <= config::job_cpus() => config::SPIN,
@@ -748,6 +755,7 @@ impl TcpEngine {
             }
         };
         let mut probed = Instant::now();
+        let mut lagging_since: Option<Instant> = None;
         let o = self.wait_until(deadline, |e| {
             if let Some(o) = lock(&e.state).results.remove(&seq) {
                 return Ok(Some(o));
@@ -757,12 +765,33 @@ impl TcpEngine {
                     probed = Instant::now();
                     e.probe_missing(seq);
                 }
+                // Replicas that lag one of their rank's by a replica timeout are left behind.
+                let lagging = lock(&e.state).root.as_ref().and_then(|r| r.lagging(seq));
+                match lagging {
+                    Some(qs) => {
+                        let since = *lagging_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= e.left_behind_after {
+                            for q in qs {
+                                e.leave_behind(q);
+                            }
+                        }
+                    }
+                    None => lagging_since = None,
+                }
             } else if e.rank != 0 && e.gone_code(0) != H_OK {
                 return Err(Error::PeerFailed(0));
             }
             Ok(None)
         })?;
         c.pending = None;
+        if self.left_behind.load(Ordering::Acquire) {
+            return Err(Error::Setup(format!(
+                "replica {} of rank {} came more than {:?} after another replica of its rank to a collective of the world, which went on without it",
+                self.rank % self.replicas,
+                self.rank / self.replicas,
+                self.left_behind_after
+            )));
+        }
         let mine = Collective::from_word(word);
         match o {
             Outcome::Done(v) => Ok(v),
@@ -800,6 +829,21 @@ impl TcpEngine {
                 self.unreachable(p);
             }
         }
+    }
+
+    /// Leaves process `q` behind (see `collective`): tells it, then counts it failed here
+    /// (which settles the rounds it lagged in and tells the others).
+    fn leave_behind(&self, q: Rank) {
+        let mut h = Header::new(Kind::Gone);
+        (h.a, h.b) = (q as u64, 1);
+        let _ = self.send(q, &h, std::ptr::null(), 0);
+        self.mark_gone(q, false);
+    }
+
+    /// A `Gone` frame naming this rank: the others left it behind.
+    fn gone_self(&self) {
+        self.left_behind.store(true, Ordering::Release);
+        self.wake();
     }
 
     /// `p` cannot be reached (its link broke): gone for this rank's collectives, which settle

@@ -332,6 +332,7 @@ impl Conn {
             Kind::Ack => e.ack(p, h.a),
             Kind::Coll => e.root_contribute(p, h.a, h.b, payload),
             Kind::CollResult => e.coll_result(h.a, Outcome::from_status(h.b, h.c, h.d, payload)),
+            Kind::Gone if h.a as usize == e.rank => e.gone_self(),
             Kind::Gone => e.mark_gone(h.a as usize, h.b == 0),
             Kind::Bye => e.mark_gone(p, true),
             // Every counted frame sent before the request has been applied: the stream is in

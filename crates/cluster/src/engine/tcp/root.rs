@@ -78,6 +78,22 @@ impl Root {
         }
     }
 
+    /// The ranks missing from round `seq` when every one of them lags a replica of its
+    /// logical rank that has contributed (a replicated job's laggards, see `collective`);
+    /// `None` when some missing rank has no such replica, or nothing is missing.
+    pub(super) fn lagging(&self, seq: u64) -> Option<Vec<Rank>> {
+        let r = self.rounds.get(&seq)?;
+        let reps = self.replicas;
+        let missing = self.missing(seq);
+        let lag = !missing.is_empty()
+            && reps > 1
+            && missing.iter().all(|&q| {
+                let first = q / reps * reps;
+                (first..(first + reps).min(self.size)).any(|j| j != q && r.got[j].is_some())
+            });
+        lag.then_some(missing)
+    }
+
     /// The ranks that have not contributed to round `seq` and are not known to be gone.
     pub(super) fn missing(&self, seq: u64) -> Vec<Rank> {
         (0..self.size)
