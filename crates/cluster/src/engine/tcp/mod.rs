@@ -784,6 +784,12 @@ impl TcpEngine {
             Ok(None)
         })?;
         c.pending = None;
+        if self.replicas > 1 {
+            // The round may have settled without a pass (a peer found gone while this rank
+            // sent its contribution): read what has come, a `Gone` naming this rank included,
+            // before deciding whether this rank was left behind.
+            self.poll(Duration::ZERO);
+        }
         if self.left_behind.load(Ordering::Acquire) {
             return Err(Error::Setup(format!(
                 "replica {} of rank {} came more than {:?} after another replica of its rank to a collective of the world, which went on without it",
