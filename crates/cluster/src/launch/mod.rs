@@ -667,15 +667,7 @@ impl Job {
         })?;
         let root = listener.local_addr()?.to_string();
         let size = self.processes_total();
-        // The ranks' own init timeout, when the job sets one.
-        let wait = self
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == env::INIT_TIMEOUT_MS)
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .map_or_else(crate::config::init_timeout, Duration::from_millis);
-        let deadline = Instant::now() + wait;
+        let deadline = Instant::now() + self.init_wait();
         let report = self.report;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -720,6 +712,17 @@ impl Job {
         })
     }
 
+    /// The ranks' own init timeout (`TIERS_INIT_TIMEOUT_MS` when the job sets it): how long
+    /// the rendezvous waits for them.
+    fn init_wait(&self) -> Duration {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == env::INIT_TIMEOUT_MS)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .map_or_else(crate::config::init_timeout, Duration::from_millis)
+    }
+
     /// Processes in the whole job (every host's).
     fn processes_total(&self) -> usize {
         self.hosts.as_ref().map_or(self.processes(), Hosts::size)
@@ -750,8 +753,9 @@ impl Job {
                     .is_none_or(|d| d.swap(true, Ordering::Relaxed));
                 if !told && t.server.is_none() && self.replicas > 1 {
                     let root = t.root.clone();
+                    let deadline = Instant::now() + self.init_wait();
                     std::thread::spawn(move || {
-                        crate::engine::tcp::rendezvous::report_dead(&root, p);
+                        crate::engine::tcp::rendezvous::report_dead(&root, p, deadline);
                     });
                 }
             }

@@ -852,14 +852,14 @@ impl TcpEngine {
         self.wake();
     }
 
-    /// `p` cannot be reached (its link broke): gone for this rank's collectives, which settle
-    /// without it when a replica covers it. Its health is decided by its own connection, as for
-    /// any broken link (see `send_frames`).
+    /// `p` cannot be reached (its link broke) while this rank sends it a replicated job's
+    /// collective: it has failed, for the collectives (which settle without it when a replica
+    /// covers it) and for every call that names it, since the segments such a round registers
+    /// give it no size. (Elsewhere a broken link leaves the health to the peer's own
+    /// connection, see `send_frames`; a replicated job's world collectives run only at its
+    /// start and end, where a peer that cannot be reached is dead.)
     fn unreachable(&self, p: Rank) {
-        let answers = lock(&self.state).root.as_mut().map(|root| root.gone(p));
-        for (seq, k, o) in answers.into_iter().flatten() {
-            self.answer(seq, k, o);
-        }
+        self.mark_gone(p, false);
     }
 
     /// What the progress engine has done so far.

@@ -197,16 +197,26 @@ fn refuse_latecomers(listener: &TcpListener, stop: &std::sync::atomic::AtomicBoo
 }
 
 /// A launcher's side, for a replicated job: tells the rendezvous at `root` that its process
-/// `rank` died, so that the job need not wait for it (an empty address is the report). Best
-/// effort: a rendezvous that has closed already needs no report.
-pub fn report_dead(root: &str, rank: usize) {
+/// `rank` died, so that the job need not wait for it (an empty address is the report).
+/// Retried until `deadline` while nothing listens there: the first host's launcher may not
+/// listen yet (launchers started one after another), or no longer (the job has started, and
+/// then needs no report; the caller runs this in a thread of its own).
+pub fn report_dead(root: &str, rank: usize, deadline: Instant) {
     let Some(addr) = root.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
         return;
     };
-    if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-        let mut out = (rank as u64).to_le_bytes().to_vec();
-        put_str(&mut out, "");
-        let _ = s.write_all(&out);
+    let mut retry = Backoff::new()
+        .spin_steps(0)
+        .yield_limit(0)
+        .with_sleep(Duration::from_millis(1), Duration::from_millis(100));
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            let mut out = (rank as u64).to_le_bytes().to_vec();
+            put_str(&mut out, "");
+            let _ = s.write_all(&out);
+            return;
+        }
+        std::thread::sleep(retry.nap());
     }
 }
 
@@ -350,7 +360,7 @@ mod tests {
                 serve(l, 4, &absent, deadline, &s2)
             });
             if let Some(r) = reported {
-                report_dead(&root, r);
+                report_dead(&root, r, deadline);
             }
             let clients: Vec<_> = (0..4)
                 .filter(|&r| r != missing)
