@@ -95,21 +95,29 @@ fn child() {
     }
 }
 
-/// Runs the program on 2 ranks x 2 replicas on `engine`, killing process `victim` at `stage`.
-fn killed_at(engine: &str, stage: &str, victim: usize) {
+/// The job of this test binary playing `stage` on 2 ranks x 2 replicas on `engine`, with
+/// process `victim` the one the stage picks on.
+fn job(engine: &str, stage: &str, victim: Option<usize>) -> Job {
     let exe = std::env::current_exe().unwrap();
     let mut job = Job::new(2, exe)
         .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .env(SCENARIO, stage)
-        .env(VICTIM, &victim.to_string())
-        .env("TIERS_INIT_TIMEOUT_MS", "60000");
+        .env(SCENARIO, stage);
+    if let Some(v) = victim {
+        job = job.env(VICTIM, &v.to_string());
+    }
     job.engine = engine.into();
     job.replicas = 2;
-    job.grace = Duration::from_secs(30);
     job.timeout = Some(Duration::from_secs(90));
     job.pin = false;
     job.report = false;
     job.discard_stdout = true;
+    job
+}
+
+/// Runs the program on 2 ranks x 2 replicas on `engine`, killing process `victim` at `stage`.
+fn killed_at(engine: &str, stage: &str, victim: usize) {
+    let mut job = job(engine, stage, Some(victim)).env("TIERS_INIT_TIMEOUT_MS", "60000");
+    job.grace = Duration::from_secs(30);
     let out = job.run().expect("launch");
     assert!(
         out.success(),
@@ -168,14 +176,7 @@ fn a_replica_stopped_in_the_world_phases_is_left_behind_on_tcp() {
 fn left_behind(engine: &str) {
     for stage in ["stop-join", "stop-segment", "late-join", "late-segment"] {
         for victim in [0, 3] {
-            let exe = std::env::current_exe().unwrap();
-            let mut job = Job::new(2, exe)
-                .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
-                .env(SCENARIO, stage)
-                .env(VICTIM, &victim.to_string())
-                .env("TIERS_REPLICA_TIMEOUT_MS", "300");
-            job.engine = engine.into();
-            job.replicas = 2;
+            let mut job = job(engine, stage, Some(victim)).env("TIERS_REPLICA_TIMEOUT_MS", "300");
             // Long enough for a late replica to come and fail before the launcher ends it.
             job.grace = if stage.starts_with("late") {
                 Duration::from_secs(10)
@@ -183,9 +184,6 @@ fn left_behind(engine: &str) {
                 Duration::from_millis(500)
             };
             job.timeout = Some(Duration::from_secs(60));
-            job.pin = false;
-            job.report = false;
-            job.discard_stdout = true;
             let t = std::time::Instant::now();
             let out = job.run().expect("launch");
             assert!(
@@ -218,17 +216,7 @@ fn no_replica_killed() {
 }
 
 fn killed_at_none(engine: &str) {
-    let exe = std::env::current_exe().unwrap();
-    let mut job = Job::new(2, exe)
-        .args(["child", "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .env(SCENARIO, "none");
-    job.engine = engine.into();
-    job.replicas = 2;
-    job.timeout = Some(Duration::from_secs(90));
-    job.pin = false;
-    job.report = false;
-    job.discard_stdout = true;
-    let out = job.run().expect("launch");
+    let out = job(engine, "none", None).run().expect("launch");
     assert!(out.success(), "{engine}: {:?} {:?}", out.ends, out.stop);
     assert!(
         out.ends.iter().all(|e| *e == End::Exited(0)),

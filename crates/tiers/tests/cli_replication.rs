@@ -314,6 +314,13 @@ fn spread_launcher(list: &str, port: u16, k: usize) -> Child {
     spread_launcher_of(list, port, k, &[TIERS, "is", "--class", "W"])
 }
 
+/// Waits for every launcher of `hs`, in order.
+fn wait_all(hs: Vec<Child>) -> Vec<Output> {
+    hs.into_iter()
+        .map(|c| c.wait_with_output().expect("the launcher runs"))
+        .collect()
+}
+
 /// [`spread_launcher`] of the program `prog`.
 fn spread_launcher_of(list: &str, port: u16, k: usize, prog: &[&str]) -> Child {
     Command::new(TIERS)
@@ -396,10 +403,7 @@ fn replicas_spread_over_more_hosts_than_replicas_survive_a_kill() {
         })
         .collect();
     assert_eq!(placed, vec![(0, 0), (1, 0), (0, 1), (1, 1)]);
-    let outs: Vec<Output> = hs
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let outs = wait_all(hs);
     let span = t0.elapsed().as_millis().max(20) as u64;
     for (k, o) in outs.iter().enumerate() {
         let (out, err) = text(o);
@@ -420,10 +424,7 @@ fn replicas_spread_over_more_hosts_than_replicas_survive_a_kill() {
         let (pid, rank, k) = procs[0];
         std::thread::sleep(Duration::from_millis(span * 3 / 10));
         signal(pid, libc::SIGKILL);
-        let outs: Vec<Output> = hs
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect();
+        let outs = wait_all(hs);
         // Rank 0's surviving replica prints the report.
         let printer = if victim == 0 { 2 } else { 0 };
         let (out, err) = text(&outs[printer]);
@@ -472,10 +473,7 @@ fn a_replica_dead_before_joining_on_another_host_does_not_hold_the_job() {
         let hs: Vec<Child> = (0..4)
             .map(|k| spread_launcher_of(list, port, k, &["sh", "-c", &script]))
             .collect();
-        let outs: Vec<Output> = hs
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect();
+        let outs = wait_all(hs);
         let took = t0.elapsed();
         for (h, o) in outs.iter().enumerate() {
             let (out, err) = text(o);

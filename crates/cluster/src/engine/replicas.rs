@@ -31,14 +31,17 @@ pub(crate) fn left_behind_after() -> std::time::Duration {
         })
 }
 
+/// The other replicas of process `q`'s logical rank (processes `l·R .. l·R + R` but `q`).
+pub(crate) fn siblings(q: Rank, replicas: usize, size: usize) -> impl Iterator<Item = Rank> {
+    let r = replicas.max(1);
+    let first = q / r * r;
+    (first..(first + r).min(size)).filter(move |&j| j != q)
+}
+
 /// Whether process `q`, dead by `dead`, is covered: the job is replicated and another replica
 /// of `q`'s logical rank is not dead.
 pub(crate) fn covered(q: Rank, replicas: usize, size: usize, dead: impl Fn(Rank) -> bool) -> bool {
-    if replicas <= 1 || !dead(q) {
-        return false;
-    }
-    let first = q / replicas * replicas;
-    (first..(first + replicas).min(size)).any(|j| j != q && !dead(j))
+    replicas > 1 && dead(q) && siblings(q, replicas, size).any(|j| !dead(j))
 }
 
 /// Whether collective `word` may complete without a covered dead process (see the module

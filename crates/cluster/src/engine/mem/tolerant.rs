@@ -77,12 +77,10 @@ impl<B: Backing> MemEngine<B> {
                 if missing.is_empty() {
                     return true;
                 }
-                let reps = self.replicas;
                 let lagging = missing.iter().all(|&q| {
-                    let first = q / reps * reps;
                     self.state(q) != ctl::ST_FAILED
                         && self.state(q) != ctl::ST_EXITED
-                        && (first..(first + reps).min(self.size)).any(|j| j != q && arrived(j))
+                        && replicas::siblings(q, self.replicas, self.size).any(arrived)
                 });
                 if !lagging {
                     lagging_since = None;

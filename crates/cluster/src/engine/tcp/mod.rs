@@ -258,8 +258,8 @@ impl TcpEngine {
         // A process a replicated job started without is failed from the start.
         let absent: Vec<bool> = addrs.iter().map(Option::is_none).collect();
         let mut root = (rank == 0 || replicas > 1).then(|| Root::new(size, replicas));
-        for r in (0..size).filter(|&r| absent[r]) {
-            if let Some(root) = root.as_mut() {
+        if let Some(root) = root.as_mut() {
+            for r in (0..size).filter(|&r| absent[r]) {
                 root.gone(r);
             }
         }

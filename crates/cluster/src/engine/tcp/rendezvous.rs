@@ -290,22 +290,31 @@ mod tests {
 
     static NO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+    /// Ranks `ranks` joining the rendezvous at `root`, each from a thread of its own, rank `r`
+    /// listening at port 1000 + r.
+    fn join_all(
+        root: &str,
+        ranks: impl Iterator<Item = usize>,
+        deadline: Instant,
+    ) -> Vec<std::thread::JoinHandle<io::Result<Vec<Option<SocketAddr>>>>> {
+        ranks
+            .map(|r| {
+                let root = root.to_string();
+                std::thread::spawn(move || {
+                    let me: SocketAddr = format!("127.0.0.1:{}", 1000 + r).parse().unwrap();
+                    join(&root, r, me, deadline)
+                })
+            })
+            .collect()
+    }
+
     #[test]
     fn every_rank_gets_the_table_and_a_duplicate_rank_is_refused() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let root = l.local_addr().unwrap().to_string();
         let deadline = Instant::now() + Duration::from_secs(20);
         let server = std::thread::spawn(move || serve(l, 3, &Absent::NONE, deadline, &NO));
-        let clients: Vec<_> = (0..3)
-            .map(|r| {
-                let root = root.clone();
-                std::thread::spawn(move || {
-                    let me: SocketAddr = format!("127.0.0.1:{}", 1000 + r).parse().unwrap();
-                    join(&root, r, me, deadline)
-                })
-            })
-            .collect();
-        for c in clients {
+        for c in join_all(&root, 0..3, deadline) {
             let t = c.join().unwrap().unwrap();
             assert_eq!(t.len(), 3);
             for (r, a) in t.iter().enumerate() {
@@ -362,17 +371,7 @@ mod tests {
             if let Some(r) = reported {
                 report_dead(&root, r, deadline);
             }
-            let clients: Vec<_> = (0..4)
-                .filter(|&r| r != missing)
-                .map(|r| {
-                    let root = root.clone();
-                    std::thread::spawn(move || {
-                        let me: SocketAddr = format!("127.0.0.1:{}", 1000 + r).parse().unwrap();
-                        join(&root, r, me, deadline)
-                    })
-                })
-                .collect();
-            for c in clients {
+            for c in join_all(&root, (0..4).filter(|&r| r != missing), deadline) {
                 let t = c.join().unwrap().unwrap();
                 assert_eq!(t.len(), 4);
                 for (r, a) in t.iter().enumerate() {

@@ -83,13 +83,11 @@ impl Root {
     /// `None` when some missing rank has no such replica, or nothing is missing.
     pub(super) fn lagging(&self, seq: u64) -> Option<Vec<Rank>> {
         let r = self.rounds.get(&seq)?;
-        let reps = self.replicas;
         let missing = self.missing(seq);
         let lag = !missing.is_empty()
-            && reps > 1
+            && self.replicas > 1
             && missing.iter().all(|&q| {
-                let first = q / reps * reps;
-                (first..(first + reps).min(self.size)).any(|j| j != q && r.got[j].is_some())
+                replicas::siblings(q, self.replicas, self.size).any(|j| r.got[j].is_some())
             });
         lag.then_some(missing)
     }
