@@ -614,9 +614,16 @@ impl Job {
         for p in pumps {
             let _ = p.join();
         }
-        if let Some((server, stop)) = tcp.and_then(|t| t.server) {
-            stop.store(true, Ordering::Relaxed);
-            let _ = server.join();
+        if let Some(t) = tcp {
+            // A report of a replica dead before joining must reach the rendezvous even when
+            // this host has nothing left to run.
+            for h in t.reports.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                let _ = h.join();
+            }
+            if let Some((server, stop)) = t.server {
+                stop.store(true, Ordering::Relaxed);
+                let _ = server.join();
+            }
         }
         drop(jc);
         shm::remove_job(&job);
@@ -657,6 +664,7 @@ impl Job {
                 dead: (0..self.processes_total())
                     .map(|_| AtomicBool::new(false))
                     .collect(),
+                reports: Mutex::default(),
             });
         }
         let listener = std::net::TcpListener::bind((root_host.as_str(), port)).map_err(|e| {
@@ -679,16 +687,7 @@ impl Job {
         // without one that has not joined one replica timeout after every rank has a replica
         // in (stopped, or far behind: left behind, as the engines' collectives do); spread over
         // hosts, 10 replica timeouts, for launchers started by hand one after another.
-        let timeout = self
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
-            .and_then(|(_, v)| v.parse::<u32>().ok())
-            .filter(|&ms| ms > 0)
-            .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
-                Duration::from_millis(u64::from(ms))
-            });
+        let timeout = self.replica_timeout();
         let grace = if self.spread() { 10 * timeout } else { timeout };
         let server = std::thread::spawn(move || {
             let absent = crate::engine::tcp::rendezvous::Absent {
@@ -709,6 +708,7 @@ impl Job {
             bind,
             server: Some((server, stop)),
             dead,
+            reports: Mutex::default(),
         })
     }
 
@@ -721,6 +721,19 @@ impl Job {
             .find(|(k, _)| k == env::INIT_TIMEOUT_MS)
             .and_then(|(_, v)| v.parse::<u64>().ok())
             .map_or_else(crate::config::init_timeout, Duration::from_millis)
+    }
+
+    /// The replicas' timeout (`TIERS_REPLICA_TIMEOUT_MS` when the job sets it).
+    fn replica_timeout(&self) -> Duration {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+            .filter(|&ms| ms > 0)
+            .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
+                Duration::from_millis(u64::from(ms))
+            })
     }
 
     /// Processes in the whole job (every host's).
@@ -752,11 +765,15 @@ impl Job {
                     .get(p)
                     .is_none_or(|d| d.swap(true, Ordering::Relaxed));
                 if !told && t.server.is_none() && self.replicas > 1 {
+                    // Until the first host's rendezvous would stop waiting for the process
+                    // anyway; the launcher waits for the report before it exits.
                     let root = t.root.clone();
-                    let deadline = Instant::now() + self.init_wait();
-                    std::thread::spawn(move || {
+                    let deadline =
+                        Instant::now() + self.init_wait().min(10 * self.replica_timeout());
+                    let h = std::thread::spawn(move || {
                         crate::engine::tcp::rendezvous::report_dead(&root, p, deadline);
                     });
+                    t.reports.lock().unwrap_or_else(|e| e.into_inner()).push(h);
                 }
             }
         }
@@ -861,6 +878,8 @@ struct Rendezvous {
     /// Per process of the job (its world rank): this launcher saw it end badly (the
     /// rendezvous of a replicated job need not wait for it).
     dead: Arc<[AtomicBool]>,
+    /// This host's reports of dead processes to the first host's rendezvous, in flight.
+    reports: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// The user's soft process limit (`ulimit -u`), when there is one.
