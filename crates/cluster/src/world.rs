@@ -313,6 +313,21 @@ impl World {
         true
     }
 
+    /// Like [`progress_now`](World::progress_now), but on an engine whose progress can sleep
+    /// until its transport has work (the tcp engine: one pass whose `epoll_wait` lasts up to
+    /// `max`) it sleeps until data arrives or `max` passes, so a watcher thread applies
+    /// arriving writes at once and costs nothing meanwhile. Returns `None` where the engine
+    /// needs no progress, `Some(true)` where the call slept (or could have), `Some(false)`
+    /// where it only polled once (the caller paces its next call itself).
+    pub fn progress_wait(&self, max: std::time::Duration) -> Option<bool> {
+        if !self.engine.needs_progress() {
+            return None;
+        }
+        let sleeps = self.engine.progress_sleeps();
+        let _ = self.engine.progress_wait(max);
+        Some(sleeps)
+    }
+
     /// What the transport's progress engine has done so far (calls, calls that found a socket
     /// ready to read or to write, time in each), on engines that count it (`tcp`); `None`
     /// on the shared-memory engines, which have no progress engine.

@@ -359,10 +359,18 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     // between hosts, osc over TCP), it also lets MPI progress every `PROGRESS_POLL`: a GASPI
     // program may wait for a write by spinning on its own segment's memory, calling nothing
     // (GPI-2's write_lat does), and the write must land all the same, as it does on RDMA.
-    let drives = !mem_engine && {
+    // Where the engine's progress can sleep until its sockets have data (the tcp engine), the
+    // watcher stands by in that sleep instead, as GPI-2's TCP device's thread does: an
+    // arriving write is applied at once, and a quiet rank costs no wake-ups but the kill
+    // word's.
+    let (drives, sleeps) = if mem_engine {
+        (false, false)
+    } else {
         // SAFETY: as below; the context is alive (just stored).
         let c = unsafe { &*(addr as *const Ctx) };
-        c.w.engine().needs_progress() && c.w.engine().any_thread()
+        let e = c.w.engine();
+        let drives = e.needs_progress() && e.any_thread();
+        (drives, drives && e.progress_sleeps())
     };
     let watcher = std::thread::Builder::new()
         .name("gaspi-kill".into())
@@ -374,6 +382,10 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                 if c.word(0).load(Ordering::Acquire) != 0 {
                     // SAFETY: ends the process at once, as GPI-2's kill does.
                     unsafe { libc::_exit(0) };
+                }
+                if sleeps {
+                    c.w.progress_wait(KILL_POLL);
+                    continue;
                 }
                 if drives {
                     // Probes, not a wait: a wait's pace may yield for milliseconds first when

@@ -12,8 +12,9 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 9] = [
+const TESTS: [&str; 10] = [
     "segments",
+    "spin",
     "notify",
     "queues",
     "atomics",
@@ -118,14 +119,22 @@ fn c_suite_on_one_two_and_three_ranks() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        for n in [2, 3] {
+        // The shm engine with 2 and 3 ranks; the tcp engine (writes travel as messages,
+        // applied by the library's watcher while a rank spins on its memory) with 2, for
+        // every test but the one that binds memory (shm only).
+        let tcp = t != "segments";
+        for (engine, n) in [("shm", 2), ("shm", 3), ("tcp", 2)] {
+            if engine == "tcp" && !tcp {
+                continue;
+            }
             let mut job = Job::new(n, &exe);
+            job.engine = engine.into();
             job.timeout = Some(LIMIT);
             job.prefix = true;
             let out = job.run().expect("launch");
             assert!(
                 out.success(),
-                "{t} with {n} ranks: {:?} {:?}",
+                "{t} with {n} ranks on the {engine} engine: {:?} {:?}",
                 out.ends,
                 out.stop
             );

@@ -273,6 +273,18 @@ pub trait Engine: Send + Sync {
     fn progress(&self) -> Result<bool> {
         Ok(false)
     }
+    /// Whether [`progress_wait`](Engine::progress_wait) sleeps until the transport has work
+    /// (a socket becomes ready) rather than polling once: a watcher thread can then stand by
+    /// for arriving data as GPI-2's TCP device's thread does, at no cost while none comes.
+    fn progress_sleeps(&self) -> bool {
+        false
+    }
+    /// One poll of the transport that may sleep up to `max` until it has something to do
+    /// (where [`progress_sleeps`](Engine::progress_sleeps)); elsewhere one [`progress`](Engine::progress).
+    fn progress_wait(&self, max: std::time::Duration) -> Result<bool> {
+        let _ = max;
+        self.progress()
+    }
     /// Whether any thread of the rank may call the engine (a progress thread then may):
     /// MPI without `MPI_THREAD_MULTIPLE` allows only the thread that initialised it.
     fn any_thread(&self) -> bool {

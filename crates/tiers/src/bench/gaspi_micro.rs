@@ -103,9 +103,13 @@ type Figures = BTreeMap<(String, &'static str), BTreeMap<u64, Vec<f64>>>;
 /// Pushes the median row of each implementation measured at `size` of program `p` (one size
 /// parameter for every program, so that one figure shows them all: bytes for transfers,
 /// elements for allreduce, 0 for barrier and init); with `sets`, each row says over how many.
+/// The implementations a report's rows name, in their order: tiers (the shm engine on one
+/// host, the mpi engine across hosts), tiers' tcp engine (across hosts, `--from`), GPI-2.
+const IMPLS: [&str; 3] = ["tiers", "tiers-tcp", "gpi2"];
+
 fn push_medians(report: &mut Report, vals: &Figures, p: &str, size: u64, sets: bool) {
     let params = [("program", json!(p)), ("size", json!(size))];
-    for imp in ["tiers", "gpi2"] {
+    for imp in IMPLS {
         if let Some(v) = vals.get(&(p.to_string(), imp)).and_then(|m| m.get(&size)) {
             let row = report.push(imp, &params, median(v));
             if sets {
@@ -223,7 +227,8 @@ fn source_dir(args: &[String]) -> Res<PathBuf> {
 
 /// The outputs of runs made elsewhere (`.ci/multihost` with `MULTIHOST_GASPI=DIR`, across
 /// hosts): files `PROGRAM-IMPL-SET.txt`, or `PROGRAM-IMPL-SET-RANK.txt` of which rank 0's
-/// counts, IMPL `tiers` or `gpi2`. Each row is the median over the sets.
+/// counts, IMPL `tiers` (the mpi engine), `tierstcp` (tiers' tcp engine, rows `tiers-tcp`)
+/// or `gpi2`. Each row is the median over the sets.
 fn from_dir(dir: &Path) -> Res<Report> {
     let mut vals = Figures::new();
     // `tiers gaspi net-limit` between the same hosts in the same job: size -> (half round
@@ -273,6 +278,7 @@ fn from_dir(dir: &Path) -> Res<Report> {
         }
         let imp = match imp {
             "tiers" => "tiers",
+            "tierstcp" => "tiers-tcp",
             "gpi2" => "gpi2",
             _ => continue,
         };
@@ -305,7 +311,7 @@ fn from_dir(dir: &Path) -> Res<Report> {
     let mut report = Report::new("gaspi-micro", "us", true);
     let progs: std::collections::BTreeSet<&String> = vals.keys().map(|(p, _)| p).collect();
     for p in progs {
-        let sizes: std::collections::BTreeSet<u64> = ["tiers", "gpi2"]
+        let sizes: std::collections::BTreeSet<u64> = IMPLS
             .iter()
             .filter_map(|i| vals.get(&(p.clone(), *i)))
             .flat_map(|m| m.keys().copied())
@@ -598,6 +604,8 @@ mod tests {
         std::fs::write(d.join("write_lat-gpi2-1-1.txt"), lat(99.0)).unwrap();
         std::fs::write(d.join("notes.txt"), "nothing").unwrap();
         std::fs::write(d.join("barrier-tiers-1.txt"), "time: 5.5 usec\n").unwrap();
+        // tiers' tcp engine: rows of their own.
+        std::fs::write(d.join("write_lat-tierstcp-1.txt"), lat(0.25)).unwrap();
         let r = from_dir(&d).unwrap();
         let v = |imp: &str, p: &str, size: u64| {
             r.value(imp, &[("program", json!(p)), ("size", json!(size))])
@@ -606,7 +614,8 @@ mod tests {
         assert_eq!(v("tiers", "write_lat", 8), Some(4.0));
         assert_eq!(v("gpi2", "write_lat", 4), Some(10.0));
         assert_eq!(v("tiers", "barrier", 0), Some(5.5));
-        assert_eq!(r.rows.len(), 5);
+        assert_eq!(v("tiers-tcp", "write_lat", 8), Some(0.5));
+        assert_eq!(r.rows.len(), 7);
         assert!(
             r.rows.iter().all(|x| !x.is_limit()),
             "no net-limit output: no limit row"
@@ -625,7 +634,7 @@ mod tests {
         assert_eq!(lim("write_lat", 4), Some(0.7));
         assert_eq!(lim("write_lat", 8), Some(0.8));
         assert_eq!(lim("barrier", 0), Some(0.8));
-        assert_eq!(r.rows.len(), 8);
+        assert_eq!(r.rows.len(), 10);
         std::fs::write(d.join("netlimit-tcp-4.txt"), "connection refused").unwrap();
         let e = from_dir(&d).unwrap_err().to_string();
         assert!(e.contains("netlimit-tcp-4.txt"), "{e}");

@@ -395,6 +395,14 @@ impl Engine for TcpEngine {
         Ok(self.poll(Duration::ZERO))
     }
 
+    fn progress_sleeps(&self) -> bool {
+        true
+    }
+
+    fn progress_wait(&self, max: Duration) -> Result<bool> {
+        Ok(self.poll(max))
+    }
+
     fn transport_stats(&self) -> Option<TransportStats> {
         Some(self.stats())
     }
