@@ -464,6 +464,14 @@ impl TcpEngine {
     /// One pass of the progress engine, waiting up to `max` for sockets; when another thread
     /// runs one, waits for its end instead. Whether it found work.
     fn poll(&self, max: Duration) -> bool {
+        self.poll_since(max, None)
+    }
+
+    /// [`poll`](Self::poll), for a waiter that checked its condition when the signal count
+    /// was `seen`: when another thread runs the pass, it waits for that pass's signal only if
+    /// none came since (a signal between the check and the wait would otherwise be missed, and
+    /// the waiter would sleep its whole slice with its answer already in).
+    fn poll_since(&self, max: Duration, seen: Option<u64>) -> bool {
         match self.reactor.try_lock() {
             Ok(mut r) => {
                 let found = r.pass(self, max);
@@ -476,10 +484,12 @@ impl TcpEngine {
             Err(_) => {
                 if !max.is_zero() {
                     let g = lock(&self.signal.0);
-                    let _ = self
-                        .signal
-                        .1
-                        .wait_timeout(g, max.min(Duration::from_millis(1)));
+                    if seen.is_none_or(|s| *g == s) {
+                        let _ = self
+                            .signal
+                            .1
+                            .wait_timeout(g, max.min(Duration::from_millis(1)));
+                    }
                 }
                 false
             }
@@ -496,6 +506,7 @@ impl TcpEngine {
         let mut polled = false;
         let spin_until = Instant::now() + self.spin;
         loop {
+            let seen = *lock(&self.signal.0);
             match ready(self) {
                 Ok(Some(v)) => return Ok(v),
                 Ok(None) => polled = false,
@@ -514,7 +525,7 @@ impl TcpEngine {
                     self.poll(Duration::ZERO);
                 }
                 Some(d) => {
-                    self.poll(d);
+                    self.poll_since(d, Some(seen));
                 }
                 None => {
                     self.poll(Duration::ZERO);
