@@ -53,6 +53,10 @@ pub enum GaspiCommand {
         /// Seconds the other ranks get after one has failed.
         #[arg(long, default_value_t = 5.0)]
         grace: f64,
+        /// Engine: `shm` (shared memory) or `tcp` (sockets on loopback: writes travel as
+        /// messages, as across hosts; `tiers run --engine tcp --hosts` spans hosts).
+        #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
+        engine: String,
         /// The program and its arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
@@ -91,6 +95,7 @@ pub fn run(a: GaspiArgs) -> Result<(), Box<dyn std::error::Error>> {
             machinefile,
             n,
             grace,
+            engine,
             command,
         } => {
             let n = match (n, machinefile) {
@@ -111,6 +116,7 @@ pub fn run(a: GaspiArgs) -> Result<(), Box<dyn std::error::Error>> {
             let mut job =
                 Job::new(n, launch::resolve(&command[0])).args(command[1..].iter().cloned());
             job.grace = grace;
+            job.engine = engine;
             let out = job.run()?;
             match out.ends[0] {
                 End::Exited(0) => Ok(()),

@@ -6,7 +6,10 @@
 //! for each size from 2 bytes to `--max-bytes` (doubling, GPI-2's sizes) half the shortest round
 //! trip of a ping-pong of that many bytes (what a write that the target waits for must cross
 //! at least once), and the time per message of a one-way stream of them (what streamed writes
-//! cost at best). Prints `net-limit BYTES HALF_ROUND_TRIP_US STREAM_US` per size.
+//! cost at best). Both sides poll the socket during the round trips (a rank waiting for a
+//! write spins too; a thread asleep in `read` would add an idle core's wake-up, tens of
+//! microseconds on a virtual machine). Prints `net-limit BYTES HALF_ROUND_TRIP_US STREAM_US`
+//! per size.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -34,6 +37,53 @@ fn configure(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(PATIENCE))?;
     s.set_write_timeout(Some(PATIENCE))
+}
+
+/// Reads exactly `buf.len()` bytes, polling the socket without sleeping: a thread asleep in
+/// `read` pays the wake-up of an idle core (tens of microseconds on a virtual machine), the
+/// scheduler's cost rather than the network's, while a GASPI rank that waits spins. The
+/// socket is non-blocking for the round trips.
+fn spin_read_exact(s: &mut TcpStream, buf: &mut [u8]) -> io::Result<()> {
+    let start = Instant::now();
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => patience(start)?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to a non-blocking socket, polling while it is full.
+fn spin_write_all(s: &mut TcpStream, buf: &[u8]) -> io::Result<()> {
+    let start = Instant::now();
+    let mut put = 0;
+    while put < buf.len() {
+        match s.write(&buf[put..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => put += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => patience(start)?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `TimedOut` once a poll has waited [`PATIENCE`] since `start`.
+fn patience(start: Instant) -> io::Result<()> {
+    if start.elapsed() > PATIENCE {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("net-limit: the peer sent nothing for {PATIENCE:?}"),
+        ));
+    }
+    std::hint::spin_loop();
+    Ok(())
 }
 
 /// Serves measurements on `addr` until the measuring side closes its connection (one client,
@@ -77,10 +127,12 @@ pub fn serve(addr: &str) -> io::Result<()> {
             ));
         }
         buf.resize(size, 0);
+        s.set_nonblocking(true)?;
         for _ in 0..trips {
-            s.read_exact(&mut buf)?;
-            s.write_all(&buf)?;
+            spin_read_exact(&mut s, &mut buf)?;
+            spin_write_all(&mut s, &buf)?;
         }
+        s.set_nonblocking(false)?;
         for _ in 0..stream {
             s.read_exact(&mut buf)?;
         }
@@ -113,12 +165,14 @@ pub fn measure(addr: &str, max_bytes: usize, budget: usize) -> io::Result<Vec<(u
         s.write_all(&head)?;
         let mut buf = vec![0x5au8; size];
         let mut rtts = Vec::with_capacity(trips as usize);
+        s.set_nonblocking(true)?;
         for _ in 0..trips {
             let t = Instant::now();
-            s.write_all(&buf)?;
-            s.read_exact(&mut buf)?;
+            spin_write_all(&mut s, &buf)?;
+            spin_read_exact(&mut s, &mut buf)?;
             rtts.push(t.elapsed().as_secs_f64());
         }
+        s.set_nonblocking(false)?;
         // The best round trip: what the network and both kernels allow, the bound that a
         // transfer over them cannot beat (a median would fold in the scheduler's delays).
         let half = rtts.iter().copied().fold(f64::INFINITY, f64::min) / 2.0 * 1e6;
@@ -148,7 +202,7 @@ pub fn run(serve_on: Option<&str>, to: Option<&str>, max_bytes: usize) -> io::Re
     match (serve_on, to) {
         (Some(a), None) => serve(a),
         (None, Some(a)) => {
-            println!("# net-limit: TCP to {a}, TCP_NODELAY; bytes, half the shortest round trip (us), us per message streamed one way");
+            println!("# net-limit: TCP to {a}, TCP_NODELAY; bytes, half the shortest round trip (us; both sides poll the socket), us per message streamed one way");
             for (size, half, per) in measure(a, max_bytes, 1 << 22)? {
                 println!("net-limit {size} {half:.3} {per:.3}");
             }
