@@ -316,16 +316,14 @@ impl World {
     /// Like [`progress_now`](World::progress_now), but on an engine whose progress can sleep
     /// until its transport has work (the tcp engine: one pass whose `epoll_wait` lasts up to
     /// `max`) it sleeps until data arrives or `max` passes, so a watcher thread applies
-    /// arriving writes at once and costs nothing meanwhile. Returns `None` where the engine
-    /// needs no progress, `Some(true)` where the call slept (or could have), `Some(false)`
-    /// where it only polled once (the caller paces its next call itself).
-    pub fn progress_wait(&self, max: std::time::Duration) -> Option<bool> {
+    /// arriving writes at once and costs nothing meanwhile. Elsewhere it does nothing (no
+    /// progress needed) or polls once. Returns whether the engine needs such calls.
+    pub fn progress_wait(&self, max: std::time::Duration) -> bool {
         if !self.engine.needs_progress() {
-            return None;
+            return false;
         }
-        let sleeps = self.engine.progress_sleeps();
         let _ = self.engine.progress_wait(max);
-        Some(sleeps)
+        true
     }
 
     /// What the transport's progress engine has done so far (calls, calls that found a socket

@@ -715,21 +715,25 @@ impl Job {
     /// The ranks' own init timeout (`TIERS_INIT_TIMEOUT_MS` when the job sets it): how long
     /// the rendezvous waits for them.
     fn init_wait(&self) -> Duration {
+        self.job_env(env::INIT_TIMEOUT_MS)
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or_else(crate::config::init_timeout, Duration::from_millis)
+    }
+
+    /// The value the job sets for variable `key` (the last setting wins, as in the ranks'
+    /// environment).
+    fn job_env(&self, key: &str) -> Option<&str> {
         self.env
             .iter()
             .rev()
-            .find(|(k, _)| k == env::INIT_TIMEOUT_MS)
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .map_or_else(crate::config::init_timeout, Duration::from_millis)
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The replicas' timeout (`TIERS_REPLICA_TIMEOUT_MS` when the job sets it).
     fn replica_timeout(&self) -> Duration {
-        self.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == env::REPLICA_TIMEOUT_MS)
-            .and_then(|(_, v)| v.parse::<u32>().ok())
+        self.job_env(env::REPLICA_TIMEOUT_MS)
+            .and_then(|v| v.parse::<u32>().ok())
             .filter(|&ms| ms > 0)
             .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
                 Duration::from_millis(u64::from(ms))

@@ -44,28 +44,30 @@ fn configure(s: &TcpStream) -> io::Result<()> {
 /// scheduler's cost rather than the network's, while a GASPI rank that waits spins. The
 /// socket is non-blocking for the round trips.
 fn spin_read_exact(s: &mut TcpStream, buf: &mut [u8]) -> io::Result<()> {
-    let start = Instant::now();
-    let mut got = 0;
-    while got < buf.len() {
-        match s.read(&mut buf[got..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => patience(start)?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    let eof = io::ErrorKind::UnexpectedEof;
+    spin_all(buf.len(), eof, |at| s.read(&mut buf[at..]))
 }
 
 /// Writes all of `buf` to a non-blocking socket, polling while it is full.
 fn spin_write_all(s: &mut TcpStream, buf: &[u8]) -> io::Result<()> {
+    spin_all(buf.len(), io::ErrorKind::WriteZero, |at| {
+        s.write(&buf[at..])
+    })
+}
+
+/// Runs `op(done)` until it has moved `len` bytes, polling while the socket would block;
+/// a call that moves nothing ends it with `zero`.
+fn spin_all(
+    len: usize,
+    zero: io::ErrorKind,
+    mut op: impl FnMut(usize) -> io::Result<usize>,
+) -> io::Result<()> {
     let start = Instant::now();
-    let mut put = 0;
-    while put < buf.len() {
-        match s.write(&buf[put..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => put += n,
+    let mut done = 0;
+    while done < len {
+        match op(done) {
+            Ok(0) => return Err(zero.into()),
+            Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => patience(start)?,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
