@@ -73,4 +73,4 @@ pub use progress::{Progress, ProgressStats};
 pub use queue::Queue;
 pub use segment::Segment;
 pub use timeout::Timeout;
-pub use world::{init, run_local, spmd, Builder, World};
+pub use world::{init, run_local, spmd, Builder, ProgressClaim, World};

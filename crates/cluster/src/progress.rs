@@ -197,6 +197,8 @@ pub(crate) enum Job {
     Read(Transfer),
     WriteNotify(Transfer, usize, u32),
     Notify(Rank, u32, usize, u32),
+    /// An atomic store of a word: rank, segment, offset, value.
+    Store(Rank, u32, usize, u64),
 }
 
 impl Job {
@@ -204,7 +206,7 @@ impl Job {
     pub(crate) fn len(&self) -> usize {
         match self {
             Job::Write(t) | Job::Read(t) | Job::WriteNotify(t, ..) => t.len,
-            Job::Notify(..) => 0,
+            Job::Notify(..) | Job::Store(..) => 0,
         }
     }
 
@@ -215,6 +217,7 @@ impl Job {
             Job::Read(t) => engine.read(q, &t),
             Job::WriteNotify(t, id, v) => engine.write_notify(q, &t, id, v),
             Job::Notify(rank, seg, id, v) => engine.notify(q, rank, seg, id, v),
+            Job::Store(rank, seg, offset, v) => engine.atomic_store(q, rank, seg, offset, v),
         }
     }
 }

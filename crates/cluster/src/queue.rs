@@ -43,7 +43,8 @@ impl World {
     #[inline]
     pub(crate) fn submit(&self, q: usize, job: Job) -> Result<()> {
         if let Some(p) = &self.proxy {
-            let large = !matches!(job, Job::Notify(..)) && job.len() >= self.proxy_min;
+            let large =
+                !matches!(job, Job::Notify(..) | Job::Store(..)) && job.len() >= self.proxy_min;
             if large || p.behind(q) {
                 // Errors the engine would give at once are still given at once; only what
                 // can go wrong during the transfer (a peer that fails) waits for the wait.
@@ -89,6 +90,14 @@ impl World {
             }
             Job::Notify(rank, seg, ..) => {
                 self.engine.segment_size(seg, rank)?;
+                alive(rank)
+            }
+            Job::Store(rank, seg, offset, _) => {
+                let size = self.engine.segment_size(seg, rank)?;
+                within(rank, seg, size, offset, 8)?;
+                if offset % 8 != 0 {
+                    return Err(Error::Misaligned { offset, align: 8 });
+                }
                 alive(rank)
             }
         }
@@ -225,6 +234,25 @@ impl<'w> Queue<'w> {
         self.post(1, || {
             self.world
                 .submit(self.q, Job::Notify(rank, seg.0, note.id, note.value))
+        })
+    }
+
+    /// Posts an atomic store of `value` into the 8-byte word at `dst` (`dst.offset` a
+    /// multiple of 8), applied after every request posted on this queue before it: the
+    /// target sees the word change only once those writes are in place, as with a
+    /// notification, but into any word of a segment (a flag, a sequence number, a library's
+    /// own notification words). On the tcp engine it travels behind them and is complete when
+    /// posted; elsewhere the call waits for the queue and swaps the value in.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::write`], and [`Error::Misaligned`] for an offset that is not a multiple
+    /// of 8.
+    pub fn atomic_store(&self, dst: Remote, value: u64) -> Result<()> {
+        self.world.check_rank(dst.rank)?;
+        self.post(1, || {
+            self.world
+                .submit(self.q, Job::Store(dst.rank, dst.seg.0, dst.offset, value))
         })
     }
 

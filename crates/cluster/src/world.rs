@@ -326,6 +326,37 @@ impl World {
         true
     }
 
+    /// [`progress_wait`](World::progress_wait) for a thread that only stands by for arriving
+    /// data while the program computes (a watcher): while another thread of the rank holds a
+    /// [`progress_claim`](World::progress_claim), it naps up to `max` instead, and the claim's
+    /// end wakes it. Returns whether the engine needs such calls.
+    pub fn progress_stand_by(&self, max: std::time::Duration) -> bool {
+        if !self.engine.needs_progress() {
+            return false;
+        }
+        let _ = self.engine.progress_stand_by(max);
+        true
+    }
+
+    /// Claims the engine's progress for the calling thread, which is about to wait for data
+    /// by calling [`progress_now`](World::progress_now) and
+    /// [`progress_wait`](World::progress_wait) in a loop (a library's own wait on memory that
+    /// arriving writes change). On the tcp engine a stand-by thread then steps aside, so the
+    /// waiting thread applies what arrives itself instead of being woken by the stand-by
+    /// after it did: one wake-up per message fewer. The tiers calls that wait claim on their
+    /// own. Claims nest; each ends when its guard is dropped.
+    pub fn progress_claim(&self) -> ProgressClaim<'_> {
+        self.engine.progress_claim();
+        ProgressClaim(&*self.engine)
+    }
+
+    /// Wakes a thread asleep in [`progress_wait`](World::progress_wait) under a claim, so
+    /// that it re-checks its condition: call it after changing memory of this rank that such
+    /// a thread may wait on without a message arriving (a flag set by another thread).
+    pub fn progress_interrupt(&self) {
+        self.engine.progress_interrupt();
+    }
+
     /// What the transport's progress engine has done so far (calls, calls that found a socket
     /// ready to read or to write, time in each), on engines that count it (`tcp`); `None`
     /// on the shared-memory engines, which have no progress engine.
@@ -398,5 +429,15 @@ impl std::fmt::Debug for World {
             .field("size", &self.size())
             .field("progress", &self.policy)
             .finish()
+    }
+}
+
+/// A claim on the engine's progress ([`World::progress_claim`]), ended when dropped.
+#[must_use = "the claim ends when the guard is dropped"]
+pub struct ProgressClaim<'a>(&'a dyn Engine);
+
+impl Drop for ProgressClaim<'_> {
+    fn drop(&mut self) {
+        self.0.progress_release();
     }
 }

@@ -3,7 +3,8 @@
 //! barrier and allreduce where it can).
 //!
 //! Barrier on group `g`: each member adds one to its counter `bar[g][me]` at every other
-//! member, then waits until its own `bar[g][m]` reached the number of barriers it has entered
+//! member (off the memory engines, a store of the new count: only `me` writes that word),
+//! then waits until its own `bar[g][m]` reached the number of barriers it has entered
 //! with `m`. The counts only grow, so nothing is reset and a timed-out barrier resumes.
 //! Allreduce: each member writes its contribution into slot `[g][k % 2][me]` at every member,
 //! then adds one to `rcnt[g][me]` there; all combine the slots in member order (the same bits
@@ -39,6 +40,21 @@ impl Ctx {
         Ok(grp.members.clone())
     }
 
+    /// Raises counter word `off` at `rank`, which only this rank writes, by one, to `count`,
+    /// after the writes this rank posted on the reduction queue: a processor atomic on the
+    /// memory engines; elsewhere a store of the new count behind the data (on the tcp engine
+    /// it travels with the writes and costs no round trip, as an atomic add would).
+    fn raise(&self, rank: usize, off: usize, count: u64) -> R<()> {
+        if self.mem_engine || rank == self.rank {
+            return self.bump(rank, off);
+        }
+        self.w
+            .queue(QUEUES - 1)
+            .map_err(err)?
+            .atomic_store(HEAP.on(rank, off), count)
+            .map_err(err)
+    }
+
     /// The barrier over group `g` (committed or being committed).
     pub fn group_barrier(&self, g: gaspi_group_t, timeout: u64, commit: bool) -> R<()> {
         let mut s = self.group(g)?;
@@ -48,7 +64,7 @@ impl Ctx {
             for &m in &members {
                 if m != self.rank {
                     s.bexp[m] += 1;
-                    self.bump(m, self.bar(gi, self.rank))?;
+                    self.raise(m, self.bar(gi, self.rank), s.bexp[m])?;
                 }
             }
             s.bar_pending = true;
@@ -106,13 +122,10 @@ impl Ctx {
                             .map_err(err)?;
                     }
                 }
-                if !self.mem_engine {
-                    q.wait(tiers_cluster::Timeout::Block).map_err(err)?;
-                }
                 for &m in &members {
                     if m != self.rank {
                         s.rexp[m] += 1;
-                        self.bump(m, self.rcnt(gi, self.rank))?;
+                        self.raise(m, self.rcnt(gi, self.rank), s.rexp[m])?;
                     }
                 }
                 s.red_pending = Some(p);

@@ -198,6 +198,9 @@ pub struct Ctx {
     pub cfg: gaspi_config_t,
     /// The world runs on the shared-memory engine (every rank's heap is mapped here).
     pub mem_engine: bool,
+    /// The engine's progress can sleep until data arrives (the tcp engine): the watcher
+    /// stands by in it, and a call that waits drives it itself ([`Ctx::poll`]).
+    pub sleeps: bool,
     /// The local segments, by GASPI segment id.
     pub segs: RwLock<Vec<Option<Seg>>>,
     free: Mutex<Vec<(usize, usize)>>,
@@ -314,6 +317,13 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         .map_err(err)?
         .as_ptr();
     let mem_engine = matches!(w.engine_name(), "shm" | "local");
+    let (drives, sleeps) = if mem_engine {
+        (false, false)
+    } else {
+        let e = w.engine();
+        let drives = e.needs_progress() && e.any_thread();
+        (drives, drives && e.progress_sleeps())
+    };
     let qn = cfg.queue_num.min(QUEUE_MAX) as usize;
     let c = Box::new(Ctx {
         rank,
@@ -322,6 +332,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         heap_len,
         cfg,
         mem_engine,
+        sleeps,
         segs: RwLock::new(vec![None; NSEG]),
         free: Mutex::new(vec![(lay.arena, heap_len - lay.arena)]),
         lay,
@@ -363,15 +374,6 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     // watcher stands by in that sleep instead, as GPI-2's TCP device's thread does: an
     // arriving write is applied at once, and a quiet rank costs no wake-ups but the kill
     // word's.
-    let (drives, sleeps) = if mem_engine {
-        (false, false)
-    } else {
-        // SAFETY: as below; the context is alive (just stored).
-        let c = unsafe { &*(addr as *const Ctx) };
-        let e = c.w.engine();
-        let drives = e.needs_progress() && e.any_thread();
-        (drives, drives && e.progress_sleeps())
-    };
     let watcher = std::thread::Builder::new()
         .name("gaspi-kill".into())
         .spawn(move || {
@@ -384,7 +386,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                     unsafe { libc::_exit(0) };
                 }
                 if sleeps {
-                    c.w.progress_wait(KILL_POLL);
+                    c.w.progress_stand_by(KILL_POLL);
                     continue;
                 }
                 if drives {
@@ -413,6 +415,10 @@ const KILL_POLL: Duration = Duration::from_millis(2);
 /// write_lat across two namespaced hosts takes 100 µs per step (130 at 50 µs); each wake-up
 /// costs two `MPI_Iprobe`s (a few microseconds) while the program runs.
 const PROGRESS_POLL: Duration = Duration::from_micros(20);
+
+/// The longest a waiting call sleeps in the tcp engine's `epoll_wait` before it checks its
+/// condition and timeout again (arriving data and local notifications end it sooner).
+const DRIVE_NAP: Duration = Duration::from_millis(1);
 
 /// The kill watcher of the running context, joined by `term`.
 static WATCHER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
@@ -769,14 +775,21 @@ impl Ctx {
     pub fn set_notification(&self, tq: usize, rank: usize, off: usize, value: u64) -> R<()> {
         if rank == self.rank {
             self.word(off).store(value, Ordering::Release);
+            if self.sleeps {
+                // A thread of this rank may wait for it asleep in the engine's progress.
+                self.w.progress_interrupt();
+            }
             return Ok(());
         }
         if !self.mem_engine {
-            self.w
+            // After the data on the same queue: on the tcp engine a store that travels
+            // behind it, elsewhere a wait for the queue and a compare-and-swap.
+            return self
+                .w
                 .queue(tq)
                 .map_err(err)?
-                .wait(Timeout::Block)
-                .map_err(err)?;
+                .atomic_store(HEAP.on(rank, off), value)
+                .map_err(err);
         }
         let mut old = 0;
         loop {
@@ -813,6 +826,9 @@ impl Ctx {
         if self.mem_engine {
             return poll(timeout, cond);
         }
+        if self.sleeps {
+            return self.drive(timeout, cond);
+        }
         poll(timeout, || {
             if cond()? {
                 return Ok(true);
@@ -825,6 +841,42 @@ impl Ctx {
                 Err(e) => Err(err(e)),
             }
         })
+    }
+
+    /// [`poll`] on an engine whose progress sleeps until data arrives (the tcp engine): the
+    /// caller claims the engine's progress (the watcher steps aside) and runs its passes
+    /// itself, without waiting for `POLL_NAP_MAX` after the spin, then sleeping in the
+    /// engine's `epoll_wait` for up to `DRIVE_NAP`, woken by arriving data (or by a local
+    /// notification, [`World::progress_interrupt`](tiers_cluster::World::progress_interrupt)).
+    /// Applying an arriving write in the waiting thread saves the hand-over from the watcher,
+    /// a wake-up per message: 50 µs per step of GPI-2's `write_notify_lat` and `barrier` on
+    /// loopback before, on a loaded 2-core host.
+    fn drive(&self, timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
+        if cond()? {
+            return Ok(());
+        }
+        if timeout == GASPI_TEST {
+            // A test claims nothing: a program that tests in a loop would kick the watcher
+            // out of its pass at every call. One pass, when the watcher is not in one.
+            self.w.progress_now();
+            return if cond()? { Ok(()) } else { Err(GASPI_TIMEOUT) };
+        }
+        let _claim = self.w.progress_claim();
+        let start = Instant::now();
+        loop {
+            if cond()? {
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if timeout != GASPI_BLOCK && waited >= Duration::from_millis(timeout) {
+                return Err(GASPI_TIMEOUT);
+            }
+            if waited < tiers_node::Backoff::SPIN_TIME {
+                self.w.progress_now();
+            } else {
+                self.w.progress_wait(DRIVE_NAP);
+            }
+        }
     }
 
     /// Rank `r`'s health (failed when the world cannot say).

@@ -237,6 +237,30 @@ pub trait Engine: Send + Sync {
         new: u64,
     ) -> Result<u64>;
 
+    /// Atomically stores `value` into the 8-byte word at `seg[offset]` of `rank`, applied
+    /// after every request posted before it on queue `queue` (a flag after its data, as a
+    /// notification is, but into any word). The default waits for the queue, then swaps the
+    /// value in with compare-and-swap (a round trip where atomics travel); the tcp engine
+    /// sends it after them on the same connection, complete when posted.
+    fn atomic_store(
+        &self,
+        queue: usize,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        self.wait(queue, Timeout::Block)?;
+        let mut old = 0;
+        loop {
+            let got = self.atomic_compare_swap(rank, seg, offset, old, value)?;
+            if got == old {
+                return Ok(());
+            }
+            old = got;
+        }
+    }
+
     /// Collective barrier; resumable after `Timeout`.
     fn barrier(&self, timeout: Timeout) -> Result<()>;
     /// Collective allreduce of `input` into `output` (same length, whole elements of `ty`);
@@ -285,6 +309,24 @@ pub trait Engine: Send + Sync {
         let _ = max;
         self.progress()
     }
+    /// A thread is about to wait in calls of its own that drive the progress engine
+    /// ([`progress_wait`](Engine::progress_wait) in a loop): a thread that only stands by
+    /// ([`progress_stand_by`](Engine::progress_stand_by)) steps aside until the matching
+    /// [`progress_release`](Engine::progress_release), so that arriving data is applied by the
+    /// thread that waits for it rather than handed over with a wake-up. Claims nest.
+    fn progress_claim(&self) {}
+    /// Ends a [`progress_claim`](Engine::progress_claim).
+    fn progress_release(&self) {}
+    /// [`progress_wait`](Engine::progress_wait) for a thread that only stands by for
+    /// arriving data while the program computes: while another thread holds a claim, it
+    /// naps up to `max` instead (the claim's release ends the nap).
+    fn progress_stand_by(&self, max: std::time::Duration) -> Result<bool> {
+        self.progress_wait(max)
+    }
+    /// Wakes a thread asleep in [`progress_wait`](Engine::progress_wait) under a claim, so
+    /// that it re-checks its condition: this rank changed memory that a thread may wait on
+    /// without a message arriving (a notification set locally).
+    fn progress_interrupt(&self) {}
     /// Whether any thread of the rank may call the engine (a progress thread then may):
     /// MPI without `MPI_THREAD_MULTIPLE` allows only the thread that initialised it.
     fn any_thread(&self) -> bool {

@@ -27,6 +27,10 @@ pub fn bad_rank_is_refused(w: &World) {
         Err(Error::NoSuchRank { rank: n, size: n })
     );
     assert_eq!(
+        q.atomic_store(S1.on(n, 0), 1),
+        Err(Error::NoSuchRank { rank: n, size: n })
+    );
+    assert_eq!(
         w.passive_send(n, &[1], Timeout::Test),
         Err(Error::NoSuchRank { rank: n, size: n })
     );
@@ -130,6 +134,26 @@ pub fn misaligned_atomic_is_refused(w: &World) {
             align: 8
         })
     );
+    assert_eq!(
+        f.q.atomic_store(S1.on(f.next, 12), 1),
+        Err(Error::Misaligned {
+            offset: 12,
+            align: 8
+        })
+    );
+    // A word that would end past the segment.
+    let end = Fixture::size1(f.n);
+    assert!(matches!(
+        f.q.atomic_store(S1.on(f.next, end - 4), 1),
+        Err(Error::OutOfBounds { .. } | Error::Misaligned { .. })
+    ));
+    for off in [end, usize::MAX - 7] {
+        assert!(matches!(
+            f.q.atomic_store(S1.on(f.next, off), 1),
+            Err(Error::OutOfBounds { .. })
+        ));
+    }
+    assert_eq!(f.q.posted(), 0);
     f.done();
 }
 

@@ -65,6 +65,52 @@ pub fn write_notify_shows_data_before_the_notification(w: &World) {
     f.done();
 }
 
+/// Waits until the word at byte `off` of `f.seg` holds `want`, letting the engine progress
+/// (under a claim, as a library's own wait on memory does).
+fn await_word(f: &Fixture<'_>, off: usize, want: u64) {
+    // SAFETY: `off` is 8-aligned and inside the segment, which outlives the loop; remote
+    // stores change the word atomically, so it is only ever loaded atomically here.
+    let word = unsafe { &*(f.seg.as_ptr().add(off) as *const std::sync::atomic::AtomicU64) };
+    let _claim = f.w.progress_claim();
+    let t0 = std::time::Instant::now();
+    while word.load(std::sync::atomic::Ordering::Acquire) != want {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "word {off} never became {want}"
+        );
+        f.w.progress_wait(std::time::Duration::from_millis(1));
+    }
+}
+
+/// 300 rounds of data plus an atomic store of a flag word around the ring: the flag becomes
+/// the round's number only once the round's data is in place, and the store can be told
+/// from the write before it (a receiver that spins on the word sees every round).
+pub fn atomic_store_lands_after_the_data(w: &World) {
+    let f = Fixture::new(w);
+    let (seg, q) = (&f.seg, &f.q);
+    const FLAG: usize = 3584;
+    const ACK: usize = 3592;
+    for round in 1..=300u64 {
+        let v = [round as u8; 2048];
+        ok(seg.write(0, &v), "local write");
+        ok(q.write(S1.at(0), S1.on(f.next, 1024), 2048), "write");
+        ok(q.atomic_store(S1.on(f.next, FLAG), round), "atomic_store");
+        await_word(&f, FLAG, round);
+        let mut got = [0u8; 2048];
+        ok(seg.read(1024, &mut got), "local read");
+        assert!(
+            got.iter().all(|&b| b == round as u8),
+            "round {round}: data after the flag"
+        );
+        // Nobody runs a round ahead (its write would overwrite data not yet checked).
+        ok(q.atomic_store(S1.on(f.prev, ACK), round), "ack");
+        await_word(&f, ACK, round);
+        ok(q.wait(BLK), "wait");
+    }
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
 /// 64 bytes that say which round and which step wrote them.
 fn stamp(round: u32, step: u8) -> [u8; 64] {
     let mut v = [0u8; 64];

@@ -252,6 +252,32 @@ impl Engine for TcpEngine {
         self.atomic(rank, seg, offset, Kind::CompareSwap, expected, new)
     }
 
+    fn atomic_store(
+        &self,
+        _queue: usize,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        let size = self.size_at(seg, rank)?;
+        in_bounds(rank, seg, offset, 8, size).or_else(|e| self.peer_ok(rank).and(Err(e)))?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        self.peer_ok(rank)?;
+        if rank == self.rank {
+            self.store_local(seg, offset as u64, value);
+            self.interrupt();
+            return Ok(());
+        }
+        // One connection per peer keeps the order: applied after every write and
+        // notification sent to `rank` before it, and complete when posted, as they are.
+        let mut h = Header::new(Kind::Store);
+        (h.seg, h.a, h.b) = (seg, offset as u64, value);
+        self.post_counted(rank, &h, std::ptr::null(), 0)
+    }
+
     fn barrier(&self, timeout: Timeout) -> Result<()> {
         self.collective(Collective::BARRIER, &[], timeout).map(drop)
     }
@@ -401,6 +427,22 @@ impl Engine for TcpEngine {
 
     fn progress_wait(&self, max: Duration) -> Result<bool> {
         Ok(self.poll(max))
+    }
+
+    fn progress_claim(&self) {
+        self.acquire();
+    }
+
+    fn progress_release(&self) {
+        self.release();
+    }
+
+    fn progress_stand_by(&self, max: Duration) -> Result<bool> {
+        Ok(self.stand_by(max))
+    }
+
+    fn progress_interrupt(&self) {
+        self.interrupt();
     }
 
     fn transport_stats(&self) -> Option<TransportStats> {

@@ -27,6 +27,7 @@
 //!   `PeerFailed` with the same rules as the shared-memory engines.
 
 mod calls;
+mod drive;
 mod link;
 mod poll;
 mod reactor;
@@ -179,6 +180,13 @@ pub struct TcpEngine {
     /// [`config::SPIN`] when every rank of this host has a core of its own (an answer often
     /// comes within microseconds, and a wake-up from `epoll_wait` costs tens), else zero.
     spin: Duration,
+    /// Threads waiting in calls that run the passes themselves (`drive`).
+    drivers: AtomicUsize,
+    /// Whether a stand-by thread is in (or about to enter) a pass.
+    standing_by: AtomicBool,
+    /// Whether a stand-by thread is parked on `aside` while others drive.
+    parked: AtomicBool,
+    aside: (Mutex<()>, Condvar),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -310,6 +318,10 @@ impl TcpEngine {
                 None if local_size <= config::job_cpus() => config::SPIN,
                 None => Duration::ZERO,
             },
+            drivers: AtomicUsize::new(0),
+            standing_by: AtomicBool::new(false),
+            parked: AtomicBool::new(false),
+            aside: (Mutex::new(()), Condvar::new()),
         })
     }
 
@@ -505,6 +517,8 @@ impl TcpEngine {
     ) -> Result<T> {
         let mut polled = false;
         let spin_until = Instant::now() + self.spin;
+        // Claimed after the first check that fails: a wait that is over at once costs nothing.
+        let mut claim = None;
         loop {
             let seen = *lock(&self.signal.0);
             match ready(self) {
@@ -519,6 +533,9 @@ impl TcpEngine {
                     polled = true;
                     continue;
                 }
+            }
+            if claim.is_none() {
+                claim = Some(self.claim());
             }
             match deadline.slice(PASS_SLICE) {
                 Some(_) if !self.spin.is_zero() && Instant::now() < spin_until => {
@@ -592,6 +609,19 @@ impl TcpEngine {
             if let Some(a) = n.0.get(id as usize) {
                 a.store(value, Ordering::Release);
             }
+        }
+    }
+
+    /// A peer's atomic store of `value` into the word at `seg[offset]` (ignored when the
+    /// segment or the word is not there: the sender checked against the sizes it knew).
+    fn store_local(&self, seg: u32, offset: u64, value: u64) {
+        if let Some((ptr, _keep)) = self
+            .write_target(seg, offset, 8)
+            .filter(|_| offset % 8 == 0)
+        {
+            // SAFETY: 8 bytes in bounds of a live mapping, 8-aligned (mappings are
+            // page-aligned); the word is stored atomically, as the readers load it.
+            unsafe { &*(ptr as *const AtomicU64) }.store(value, Ordering::Release);
         }
     }
 

@@ -323,6 +323,10 @@ impl Conn {
                 e.notify_local(h.seg, h.a, h.b as u32);
                 self.applied += 1;
             }
+            Kind::Store => {
+                e.store_local(h.seg, h.a, h.b);
+                self.applied += 1;
+            }
             Kind::Get => e.serve_get(p, &h),
             Kind::GetReply => e.get_done(h.b, h.d == 0),
             Kind::FetchAdd | Kind::CompareSwap => e.serve_atomic(p, &h),

@@ -50,6 +50,8 @@ pub(super) enum Kind {
     /// Acknowledge, with an [`Kind::Ack`], every counted frame of mine applied so far (a
     /// fence waits for it; acknowledgements are only sent when asked).
     AckReq = 16,
+    /// Counted. Store `b` into the 8-byte word at `seg[a]`, atomically (a flag after data).
+    Store = 17,
 }
 
 impl Kind {
@@ -72,13 +74,14 @@ impl Kind {
             14 => Gone,
             15 => Bye,
             16 => AckReq,
+            17 => Store,
             _ => return None,
         })
     }
 
     /// Whether the target acknowledges it.
     pub(super) fn counted(self) -> bool {
-        matches!(self, Kind::Put | Kind::Notify)
+        matches!(self, Kind::Put | Kind::Notify | Kind::Store)
     }
 }
 
