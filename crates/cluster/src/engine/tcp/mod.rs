@@ -255,6 +255,7 @@ impl TcpEngine {
         listener
             .set_nonblocking(true)
             .map_err(|e| io("the listening socket", e))?;
+        poll::set_buffer(&listener, false, link::SOCKET_BUFFER);
         let epoll = Epoll::new().map_err(|e| io("creating an epoll instance", e))?;
         let waker = Waker::new().map_err(|e| io("creating an eventfd", e))?;
         epoll

@@ -141,6 +141,27 @@ pub(super) fn read_raw(fd: &impl AsRawFd, dst: *mut u8, len: usize) -> io::Resul
     }
 }
 
+/// Asks the kernel for socket buffers of `bytes` (`SO_SNDBUF` when `send`, else
+/// `SO_RCVBUF`); a refusal leaves the default (autotuned) size.
+pub(super) fn set_buffer(fd: &impl AsRawFd, send: bool, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    let opt = if send {
+        libc::SO_SNDBUF
+    } else {
+        libc::SO_RCVBUF
+    };
+    // SAFETY: `v` is a c_int that lives through the call, and its size is passed with it.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 /// Writes the pieces `(pointer, length)` in order to `fd` (non-blocking); returns how many
 /// bytes went out.
 pub(super) fn writev_raw(fd: &impl AsRawFd, parts: &[(*const u8, usize)]) -> io::Result<usize> {
