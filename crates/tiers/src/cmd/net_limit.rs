@@ -8,7 +8,8 @@
 //! at least once), and the time per message of a one-way stream of them (what streamed writes
 //! cost at best). Both sides poll the socket during the round trips (a rank waiting for a
 //! write spins too; a thread asleep in `read` would add an idle core's wake-up, tens of
-//! microseconds on a virtual machine). Prints `net-limit BYTES HALF_ROUND_TRIP_US STREAM_US`
+//! microseconds on a virtual machine). Both sides ask for the socket buffers the tcp engine's
+//! links use (4 MiB), so that the stream is what the engine could reach. Prints `net-limit BYTES HALF_ROUND_TRIP_US STREAM_US`
 //! per size.
 
 use std::io::{self, Read, Write};
@@ -32,9 +33,11 @@ fn counts(size: usize, budget: usize) -> (u64, u64) {
 /// gives up with `TimedOut`: a peer that died or never came cannot hold it.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// `TCP_NODELAY` and the read and write timeouts of [`PATIENCE`] on a measurement connection.
+/// `TCP_NODELAY`, the tcp engine's socket buffers and the read and write timeouts of
+/// [`PATIENCE`] on a measurement connection.
 fn configure(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
+    tiers_cluster::engine::tcp::link_buffers(s);
     s.set_read_timeout(Some(PATIENCE))?;
     s.set_write_timeout(Some(PATIENCE))
 }
@@ -93,6 +96,8 @@ fn patience(start: Instant) -> io::Result<()> {
 pub fn serve(addr: &str) -> io::Result<()> {
     let l = TcpListener::bind(addr)?;
     l.set_nonblocking(true)?;
+    // Before the connection comes: the window it offers is sized from these.
+    tiers_cluster::engine::tcp::link_buffers(&l);
     let start = Instant::now();
     let mut s = loop {
         match l.accept() {

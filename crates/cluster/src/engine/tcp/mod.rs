@@ -197,6 +197,15 @@ fn ns(t0: Instant) -> u64 {
     u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// Gives a socket of the caller's the buffers the engine's links ask for, both ways (4 MiB):
+/// `tiers gaspi net-limit` measures the network through them, so that its limit is what the
+/// engine's links can reach. Set on a listener, the connections it accepts inherit them. Best
+/// effort: a refusal leaves the kernel's default.
+pub fn link_buffers(s: &impl std::os::fd::AsRawFd) {
+    poll::set_buffer(s, true, link::SOCKET_BUFFER);
+    poll::set_buffer(s, false, link::SOCKET_BUFFER);
+}
+
 /// Attaches to the tcp job the environment describes: listens, joins the rendezvous at
 /// `TIERS_TCP_ROOT` and learns every rank's address.
 ///
