@@ -527,7 +527,8 @@ impl TcpEngine {
     ) -> Result<T> {
         let mut polled = false;
         let spin_until = Instant::now() + self.spin;
-        // Claimed after the first check that fails: a wait that is over at once costs nothing.
+        // Claimed after the first check that fails, and only by a wait that waits: one that
+        // is over at once, or a test, costs a stand-by thread nothing.
         let mut claim = None;
         loop {
             let seen = *lock(&self.signal.0);
@@ -544,10 +545,11 @@ impl TcpEngine {
                     continue;
                 }
             }
-            if claim.is_none() {
+            let slice = deadline.slice(PASS_SLICE);
+            if slice.is_some() && claim.is_none() {
                 claim = Some(self.claim());
             }
-            match deadline.slice(PASS_SLICE) {
+            match slice {
                 Some(_) if !self.spin.is_zero() && Instant::now() < spin_until => {
                     self.poll(Duration::ZERO);
                 }
