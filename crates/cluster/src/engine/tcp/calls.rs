@@ -260,12 +260,7 @@ impl Engine for TcpEngine {
         offset: usize,
         value: u64,
     ) -> Result<()> {
-        let size = self.size_at(seg, rank)?;
-        in_bounds(rank, seg, offset, 8, size).or_else(|e| self.peer_ok(rank).and(Err(e)))?;
-        if offset % 8 != 0 {
-            return Err(Error::Misaligned { offset, align: 8 });
-        }
-        self.peer_ok(rank)?;
+        self.check_word(rank, seg, offset)?;
         if rank == self.rank {
             self.store_local(seg, offset as u64, value);
             self.interrupt();

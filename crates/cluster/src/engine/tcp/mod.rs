@@ -980,6 +980,18 @@ impl TcpEngine {
         Ok(local)
     }
 
+    /// Checks the 8-byte word at `seg[offset]` of `rank` for an atomic operation: segment,
+    /// bounds (a dead peer's failure first), alignment, the peer alive.
+    fn check_word(&self, rank: Rank, seg: u32, offset: usize) -> Result<()> {
+        let size = self.size_at(seg, rank)?;
+        in_bounds(rank, seg, offset, 8, size).or_else(|e| self.peer_ok(rank).and(Err(e)))?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        self.peer_ok(rank)?;
+        Ok(())
+    }
+
     fn atomic(
         &self,
         rank: Rank,
@@ -989,12 +1001,7 @@ impl TcpEngine {
         c: u64,
         d: u64,
     ) -> Result<u64> {
-        let size = self.size_at(seg, rank)?;
-        in_bounds(rank, seg, offset, 8, size).or_else(|e| self.peer_ok(rank).and(Err(e)))?;
-        if offset % 8 != 0 {
-            return Err(Error::Misaligned { offset, align: 8 });
-        }
-        self.peer_ok(rank)?;
+        self.check_word(rank, seg, offset)?;
         if rank == self.rank {
             let (ptr, _keep) = self.local_range(seg, offset, 8)?;
             // SAFETY: 8 bytes in bounds, 8-aligned (the mapping is page-aligned).
