@@ -35,6 +35,7 @@ macro_rules! suite {
             rma::read_list_fetches_every_transfer,
             rma::notify_waitsome_times_out,
             rma::deleted_segment_is_gone_and_can_be_recreated,
+            rma::large_transfers_land_whole,
             passive::passive_messages_go_around_the_ring,
             passive::full_mailbox_refuses_then_drains_in_order,
             passive::passive_receive_times_out,

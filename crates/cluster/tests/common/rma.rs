@@ -1,7 +1,7 @@
 //! One-sided communication: segments, writes, reads, list operations and notifications.
 
 use super::{ok, Fixture, S1, S2};
-use tiers_cluster::{Error, Notification, Timeout, Transfer, World};
+use tiers_cluster::{Error, Notification, SegId, Timeout, Transfer, World};
 
 const BLK: Timeout = Timeout::Block;
 
@@ -322,5 +322,63 @@ pub fn deleted_segment_is_gone_and_can_be_recreated(w: &World) {
     );
     ok(f.q.wait(BLK), "wait");
     ok(w.barrier(BLK), "final barrier");
+    f.done();
+}
+
+/// Writes and reads of payloads the network delivers in many bursts (40 KB to 3 MiB, sizes
+/// that are not multiples of anything) land whole: each round every rank writes a payload
+/// whose bytes depend on the round, the writer and their position into the next rank, with a
+/// notification behind it, checks every byte it received, then reads its own payload back
+/// from the next rank and checks that too.
+pub fn large_transfers_land_whole(w: &World) {
+    const BIG: SegId = SegId(5);
+    const MAX: usize = 3 << 20 | 7;
+    let f = Fixture::new(w);
+    // Send area at 0, receive area at MAX, read-back area at 2 MAX.
+    let seg = ok(w.segment(BIG, 3 * MAX), "big segment");
+    let byte = |round: usize, rank: usize, i: usize| (i * 7 + i / 4093 + round * 31 + rank) as u8;
+    for (round, len) in [40_000usize, 300_001, 1_000_003, MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let data: Vec<u8> = (0..len).map(|i| byte(round, f.me, i)).collect();
+        ok(seg.write(0, &data), "fill");
+        ok(
+            f.q.write_notify(
+                BIG.at(0),
+                BIG.on(f.next, MAX),
+                len,
+                Notification {
+                    id: 3,
+                    value: round as u32 + 1,
+                },
+            ),
+            "write_notify",
+        );
+        ok(f.q.wait(BLK), "wait");
+        ok(w.notify_waitsome(BIG, 3..4, BLK), "waitsome");
+        assert_eq!(ok(w.notify_reset(BIG, 3), "reset"), round as u32 + 1);
+        let mut got = vec![0u8; len];
+        ok(seg.read(MAX, &mut got), "local read");
+        if let Some(i) = (0..len).find(|&i| got[i] != byte(round, f.prev, i)) {
+            panic!(
+                "round {round}: {len}-byte write from rank {}: byte {i} differs",
+                f.prev
+            );
+        }
+        ok(f.q.read(BIG.at(2 * MAX), BIG.on(f.next, MAX), len), "read");
+        ok(f.q.wait(BLK), "read wait");
+        ok(seg.read(2 * MAX, &mut got), "local read back");
+        if let Some(i) = (0..len).find(|&i| got[i] != data[i]) {
+            panic!(
+                "round {round}: {len}-byte read from rank {}: byte {i} differs",
+                f.next
+            );
+        }
+        // Nobody overwrites a receive area before its owner has checked it.
+        ok(w.barrier(BLK), "barrier");
+    }
+    drop(seg);
+    ok(w.segment_delete(BIG, BLK), "delete big segment");
     f.done();
 }

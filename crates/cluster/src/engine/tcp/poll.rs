@@ -162,6 +162,43 @@ pub(super) fn set_buffer(fd: &impl AsRawFd, send: bool, bytes: usize) {
     };
 }
 
+/// Sets `SO_RCVLOWAT`: the kernel reports the socket readable (and wakes an `epoll_wait`)
+/// only once this many bytes are in, or the peer closed. A refusal leaves the old value.
+pub(super) fn set_rcvlowat(fd: &impl AsRawFd, bytes: usize) {
+    let v = bytes.clamp(1, i32::MAX as usize) as libc::c_int;
+    // SAFETY: `v` is a c_int that lives through the call, and its size is passed with it.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// The socket's receive buffer in bytes as the kernel sized it (`SO_RCVBUF`), 0 if unknown.
+pub(super) fn rcvbuf(fd: &impl AsRawFd) -> usize {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` live through the call; `len` holds `v`'s size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        v.max(0) as usize
+    } else {
+        0
+    }
+}
+
 /// Writes the pieces `(pointer, length)` in order to `fd` (non-blocking); returns how many
 /// bytes went out.
 pub(super) fn writev_raw(fd: &impl AsRawFd, parts: &[(*const u8, usize)]) -> io::Result<usize> {

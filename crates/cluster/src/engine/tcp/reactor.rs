@@ -23,6 +23,11 @@ const READ_BUF: usize = 256 * 1024;
 /// A payload with at least this many bytes still to come is read straight into its
 /// destination (one copy less) once the buffer is empty.
 const DIRECT_MIN: usize = 16 * 1024;
+/// A payload with at least this many bytes still to come when the socket runs dry raises the
+/// socket's low-water mark (`SO_RCVLOWAT`) to what is missing, so that the rest wakes the pass
+/// once, when it is all in, instead of at every burst the network delivers (each wake-up a
+/// scheduling of the thread that stands by, on a host whose cores are busy).
+const LOWAT_MIN: usize = 32 * 1024;
 
 /// Where the payload of the frame being read goes.
 enum Sink {
@@ -50,6 +55,11 @@ struct Conn {
     cur: Option<Cur>,
     /// Counted frames applied (what an [`Kind::AckReq`] is answered with).
     applied: u64,
+    /// The socket's low-water mark now (1: the kernel's default).
+    lowat: usize,
+    /// The highest low-water mark this socket takes: a quarter of its receive buffer, so
+    /// that the bytes waited for always fit in the window the kernel advertises.
+    lowat_max: usize,
 }
 
 /// What reading a connection ended with.
@@ -143,7 +153,10 @@ impl Reactor {
             if e.epoll.add(&s, IN, T_CONN + i as u64).is_err() {
                 continue;
             }
+            let lowat_max = poll::rcvbuf(&s) / 4;
             self.conns[i] = Some(Conn {
+                lowat: 1,
+                lowat_max,
                 stream: s,
                 peer: None,
                 buf: Vec::new(),
@@ -267,10 +280,33 @@ impl Conn {
                         None => self.hi += n,
                     }
                 }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Read::Drained,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    self.set_lowat();
+                    return Read::Drained;
+                }
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Read::Closed,
             }
+        }
+    }
+
+    /// Sets the socket's low-water mark for what is still to come (see [`LOWAT_MIN`]): the
+    /// missing part of a large payload, at most `lowat_max`; else back to 1. Called when the
+    /// socket has run dry, so no byte is waiting behind the mark; a FIN or an error wakes
+    /// the pass whatever the mark.
+    fn set_lowat(&mut self) {
+        let missing = match &self.cur {
+            Some(cur) => cur.h.len as usize - cur.got,
+            None => 0,
+        };
+        let want = if missing >= LOWAT_MIN && self.lowat_max >= LOWAT_MIN {
+            missing.min(self.lowat_max)
+        } else {
+            1
+        };
+        if want != self.lowat {
+            poll::set_rcvlowat(&self.stream, want);
+            self.lowat = want;
         }
     }
 
