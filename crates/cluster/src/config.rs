@@ -47,6 +47,9 @@ pub mod env {
     /// with Open MPI, small writes are left in flight and flushed before anything that must
     /// see them; see the engine's README).
     pub const MPI_LOCAL_WAIT: &str = "TIERS_MPI_LOCAL_WAIT";
+    /// How the mpi engine carries one-sided operations between hosts: `window` (MPI-3 RMA
+    /// windows) or `messages` (ordered two-sided messages applied by the target).
+    pub const MPI_ONESIDED: &str = "TIERS_MPI_ONESIDED";
     /// The progress policy of every world of the process: `eager` (default), `lazy` or
     /// `proxy` (see [`Progress`](crate::Progress)).
     pub const PROGRESS: &str = "TIERS_PROGRESS";

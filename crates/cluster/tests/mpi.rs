@@ -4,7 +4,10 @@
 //! and under `mpirun -n 4` as two emulated hosts of two ranks (`TIERS_MPI_RANKS_PER_HOST=2`:
 //! the hierarchical collectives, shared memory inside a host and MPI between hosts).
 //!
-//! Starting MPI costs a few tenths of a second per job, so the five jobs are started once (with
+//! Two more suite jobs run with one-sided operations between hosts as ordered messages
+//! (`TIERS_MPI_ONESIDED=messages`): 4 ranks each its own host, and two hosts of two.
+//!
+//! Starting MPI costs a few tenths of a second per job, so the seven jobs are started once (with
 //! the threaded jobs beside them), by whichever of these tests runs first: every rank plays every behaviour in order in one world
 //! and records each one's outcome in a file of its own; each test then reads its behaviour's
 //! outcome at every rank of every job. A rank whose behaviour fails records the failure and
@@ -153,23 +156,35 @@ struct SuiteJob {
     host_local: bool,
     /// Hosts of this many ranks emulated on this machine (`TIERS_MPI_RANKS_PER_HOST`).
     per_host: Option<usize>,
+    /// `TIERS_MPI_ONESIDED=messages`: one-sided operations between hosts as messages.
+    messages: bool,
     success: bool,
     /// Per rank: behaviour name → `None` (passed) or `Some(message)` (failed).
     outcomes: Vec<HashMap<String, Option<String>>>,
 }
 
 impl SuiteJob {
-    fn run(mpirun: &Path, n: usize, host_local: bool, per_host: Option<usize>) -> SuiteJob {
+    fn run(
+        mpirun: &Path,
+        n: usize,
+        host_local: bool,
+        per_host: Option<usize>,
+        messages: bool,
+    ) -> SuiteJob {
         let dir = std::env::temp_dir().join(format!(
-            "tiers-mpi-suite-{}-{n}-{}-{}",
+            "tiers-mpi-suite-{}-{n}-{}-{}-{}",
             std::process::id(),
             u8::from(host_local),
-            per_host.unwrap_or(0)
+            per_host.unwrap_or(0),
+            u8::from(messages)
         ));
         let per = per_host.map(|k| k.to_string());
         let mut env = vec![(RESULTS, dir.to_str().expect("a UTF-8 temporary directory"))];
         if let Some(k) = &per {
             env.push(("TIERS_MPI_RANKS_PER_HOST", k));
+        }
+        if messages {
+            env.push(("TIERS_MPI_ONESIDED", "messages"));
         }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("results directory");
@@ -194,6 +209,7 @@ impl SuiteJob {
             n,
             host_local,
             per_host,
+            messages,
             success,
             outcomes,
         }
@@ -201,10 +217,13 @@ impl SuiteJob {
 
     /// Panics unless `behaviour` passed at every rank.
     fn check(&self, behaviour: &str) {
-        let job = match self.per_host {
+        let mut job = match self.per_host {
             Some(k) => format!("{} ranks, hosts of {k} emulated", self.n),
             None => format!("{} ranks, host_local {}", self.n, self.host_local),
         };
+        if self.messages {
+            job += ", one-sided as messages";
+        }
         let failed = self.failures(behaviour);
         if !failed.is_empty() {
             panic!("{job}: {}", failed.join("; "));
@@ -264,12 +283,16 @@ fn jobs() -> Option<&'static Jobs> {
             let mut suite = Vec::new();
             for n in [2, 4] {
                 for host_local in [true, false] {
-                    suite.push(SuiteJob::run(&m, n, host_local, None));
+                    suite.push(SuiteJob::run(&m, n, host_local, None, false));
                 }
             }
             // Two hosts of two ranks on this machine: the hierarchical paths (shared memory
             // inside a host, MPI between the hosts' leaders).
-            suite.push(SuiteJob::run(&m, 4, true, Some(2)));
+            suite.push(SuiteJob::run(&m, 4, true, Some(2), false));
+            // One-sided operations between hosts as ordered messages: every rank its own
+            // host, and two hosts of two.
+            suite.push(SuiteJob::run(&m, 4, false, None, true));
+            suite.push(SuiteJob::run(&m, 4, true, Some(2), true));
             Some(Jobs {
                 suite,
                 threads: threads.join().expect("threaded jobs"),
@@ -295,6 +318,18 @@ fn threaded_jobs(m: &Path) -> Vec<(String, bool)> {
             );
             out.push((format!("{n} ranks, host_local {host_local}, {level}"), ok));
         }
+        let ok = run_scenario(
+            m,
+            3,
+            false,
+            "threads",
+            &[
+                ("TIERS_THREADS", "4"),
+                ("TIERS_MPI_THREADS", level),
+                ("TIERS_MPI_ONESIDED", "messages"),
+            ],
+        );
+        out.push((format!("3 ranks, host_local false, {level}, messages"), ok));
     }
     out
 }

@@ -104,8 +104,10 @@ type Figures = BTreeMap<(String, &'static str), BTreeMap<u64, Vec<f64>>>;
 /// parameter for every program, so that one figure shows them all: bytes for transfers,
 /// elements for allreduce, 0 for barrier and init); with `sets`, each row says over how many.
 /// The implementations a report's rows name, in their order: tiers (the shm engine on one
-/// host, the mpi engine across hosts), tiers' tcp engine (across hosts, `--from`), GPI-2.
-const IMPLS: [&str; 3] = ["tiers", "tiers-tcp", "gpi2"];
+/// host, the mpi engine across hosts), the mpi engine with one-sided operations as messages
+/// (`TIERS_MPI_ONESIDED=messages`, across hosts, `--from`), tiers' tcp engine (across hosts,
+/// `--from`), GPI-2.
+const IMPLS: [&str; 4] = ["tiers", "tiers-mpi-msg", "tiers-tcp", "gpi2"];
 
 fn push_medians(report: &mut Report, vals: &Figures, p: &str, size: u64, sets: bool) {
     let params = [("program", json!(p)), ("size", json!(size))];
@@ -227,8 +229,9 @@ fn source_dir(args: &[String]) -> Res<PathBuf> {
 
 /// The outputs of runs made elsewhere (`.ci/multihost` with `MULTIHOST_GASPI=DIR`, across
 /// hosts): files `PROGRAM-IMPL-SET.txt`, or `PROGRAM-IMPL-SET-RANK.txt` of which rank 0's
-/// counts, IMPL `tiers` (the mpi engine), `tierstcp` (tiers' tcp engine, rows `tiers-tcp`)
-/// or `gpi2`. Each row is the median over the sets.
+/// counts, IMPL `tiers` (the mpi engine), `tiersmsg` (the mpi engine with one-sided operations
+/// as messages, rows `tiers-mpi-msg`), `tierstcp` (tiers' tcp engine, rows `tiers-tcp`) or
+/// `gpi2`. Each row is the median over the sets.
 fn from_dir(dir: &Path) -> Res<Report> {
     let mut vals = Figures::new();
     // `tiers gaspi net-limit` between the same hosts in the same job: size -> (half round
@@ -279,6 +282,7 @@ fn from_dir(dir: &Path) -> Res<Report> {
         let imp = match imp {
             "tiers" => "tiers",
             "tierstcp" => "tiers-tcp",
+            "tiersmsg" => "tiers-mpi-msg",
             "gpi2" => "gpi2",
             _ => continue,
         };

@@ -154,6 +154,9 @@ fn ranks_report(opts: &Opts, mpi: &Mpi) -> Result<Report, Box<dyn std::error::Er
                     for _ in 0..k {
                         w.atomic_fetch_add(SegId(0), 0, peer, 1).expect("fetch_add");
                     }
+                    // The target answers inside tiers calls (`TIERS_MPI_ONESIDED=messages`), not
+                    // inside the harness's MPI_Barrier: the ranks meet in one of tiers' own.
+                    w.barrier(Timeout::Block).expect("barrier");
                 };
                 let (a, b, win) = (&wm, &ws, &win);
                 vec![
@@ -276,18 +279,20 @@ fn put_report(opts: &Opts, mpi: &Mpi) -> Res<Report> {
         progress(opts, format_args!("put: {size} bytes"));
         let b = batch(size);
         let tiers = |w: &World, k: u64| {
-            if me != 0 {
-                return;
-            }
-            let q = w.queue(0).expect("queue");
-            for i in 0..k {
-                q.write(SegId(0).at(0), SegId(0).on(1, 0), size)
-                    .expect("write");
-                if (i + 1) % b == 0 {
-                    q.wait(Timeout::Block).expect("wait");
+            if me == 0 {
+                let q = w.queue(0).expect("queue");
+                for i in 0..k {
+                    q.write(SegId(0).at(0), SegId(0).on(1, 0), size)
+                        .expect("write");
+                    if (i + 1) % b == 0 {
+                        q.wait(Timeout::Block).expect("wait");
+                    }
                 }
+                q.wait(Timeout::Block).expect("wait");
             }
-            q.wait(Timeout::Block).expect("wait");
+            // The target applies writes inside tiers calls (`TIERS_MPI_ONESIDED=messages`),
+            // not inside the harness's MPI_Barrier: the ranks meet in one of tiers' own.
+            w.barrier(Timeout::Block).expect("barrier");
         };
         let (a, c, win, src) = (&wm, &ws, &win, &src);
         let mut cands = vec![
@@ -362,7 +367,10 @@ fn tiers_ping_pong(w: &World, k: u64) {
     let (to, from) = match me {
         0 => (1, 0),
         1 => (0, 1),
-        _ => return,
+        _ => {
+            w.barrier(Timeout::Block).expect("barrier");
+            return;
+        }
     };
     for _ in 0..k {
         if me == 1 {
@@ -384,6 +392,9 @@ fn tiers_ping_pong(w: &World, k: u64) {
             w.notify_reset(SegId(0), PING).expect("reset");
         }
     }
+    // Rank 1's last wait needs rank 0 inside a tiers call to answer (`TIERS_MPI_ONESIDED=
+    // messages`), not inside the harness's MPI_Barrier.
+    w.barrier(Timeout::Block).expect("barrier");
 }
 
 /// `latency`: 8 bytes from rank 0 to rank 1. `write`: MPI_Put + MPI_Win_flush against a tiers
@@ -412,15 +423,16 @@ fn latency_report(opts: &Opts, mpi: &Mpi) -> Result<Report, Box<dyn std::error::
     let mut buf = [0u8; 8];
     progress(opts, "latency: write, write_notify (8 bytes)");
     let write = |w: &World, k: u64| {
-        if me != 0 {
-            return;
+        if me == 0 {
+            let q = w.queue(0).expect("queue");
+            for _ in 0..k {
+                q.write(SegId(0).at(0), SegId(0).on(1, 64), 8)
+                    .expect("write");
+                q.wait(Timeout::Block).expect("wait");
+            }
         }
-        let q = w.queue(0).expect("queue");
-        for _ in 0..k {
-            q.write(SegId(0).at(0), SegId(0).on(1, 64), 8)
-                .expect("write");
-            q.wait(Timeout::Block).expect("wait");
-        }
+        // See `put_report`: the target answers inside tiers calls.
+        w.barrier(Timeout::Block).expect("barrier");
     };
     let (a, c, wr, src, buf) = (&wm, &ws, &win, &src, &mut buf);
     let mut cands: Vec<Cand<'_>> = vec![

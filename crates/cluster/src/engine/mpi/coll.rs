@@ -19,7 +19,6 @@ use crate::config::{BRUCK_MAX, SPREAD_MAX};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::timeout::{Deadline, Timeout};
-use crate::wait;
 use raw::Req;
 
 /// The agreement on a call (a barrier between hosts that carries the calls).
@@ -238,7 +237,7 @@ impl MpiEngine {
                     };
                 }
                 AgreePhase::Leaders { ex, host_failed } => {
-                    wait::until(deadline, self.pace(), || ex.step())?;
+                    self.am_until(deadline, || ex.step())?;
                     let host_failed = *host_failed;
                     let ex = take_agree(&mut c.agree).expect("in the leaders' phase");
                     let r = outcome(&ex, call);
@@ -325,7 +324,7 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::FloatExchange(ex) | ReducePhase::FloatGather(ex) => {
-                    wait::until(deadline, self.pace(), || ex.step())?;
+                    self.am_until(deadline, || ex.step())?;
                     let ex = take_reduce(&mut c.reduce).expect("in an exchange");
                     let r = outcome(&ex, call);
                     if r.is_ok() {
@@ -369,7 +368,7 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::Gather { req, all, .. } => {
-                    req.wait(deadline, self.pace())?;
+                    self.am_until(deadline, || req.test())?;
                     fold_blocks(ty, op, output, all, len, self.size);
                     c.reduce = ReducePhase::Idle;
                     return Ok(());
@@ -407,7 +406,7 @@ impl MpiEngine {
                     };
                 }
                 ReducePhase::LeadersExchange { ex, host_failed } => {
-                    wait::until(deadline, self.pace(), || ex.step())?;
+                    self.am_until(deadline, || ex.step())?;
                     let host_failed = *host_failed;
                     let ex = take_reduce(&mut c.reduce).expect("in an exchange");
                     let r = outcome(&ex, call);
@@ -435,7 +434,7 @@ impl MpiEngine {
                     host_failed,
                     send,
                 } => {
-                    wait::until(deadline, self.pace(), || ex.step())?;
+                    self.am_until(deadline, || ex.step())?;
                     let host_failed = *host_failed;
                     let send = std::mem::take(send);
                     let ex = take_reduce(&mut c.reduce).expect("in an exchange");
@@ -472,7 +471,7 @@ impl MpiEngine {
                 ReducePhase::Leaders {
                     req, recv, calls, ..
                 } => {
-                    req.wait(deadline, self.pace())?;
+                    self.am_until(deadline, || req.test())?;
                     if alone {
                         output.copy_from_slice(recv);
                         c.reduce = ReducePhase::Idle;

@@ -7,7 +7,6 @@ use super::raw::Req;
 use super::MpiEngine;
 use crate::error::{Rank, Result};
 use crate::timeout::Timeout;
-use crate::wait;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
@@ -25,6 +24,8 @@ pub(super) struct QState {
     // Boxed: the puts read them by address, so they must not move when the Vec grows.
     #[allow(clippy::vec_box)]
     pub(super) values: Vec<Box<u32>>,
+    /// Messages in flight (the messages mode: their sends read them until complete).
+    pub(super) bufs: Vec<Vec<u8>>,
 }
 
 impl MpiEngine {
@@ -46,7 +47,7 @@ impl MpiEngine {
         }
         let local = local && !q.large;
         let reqs = &mut q.reqs;
-        wait::until(timeout.deadline(), self.pace(), || {
+        self.am_until(timeout.deadline(), || {
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -60,6 +61,24 @@ impl MpiEngine {
         q.last = None;
         q.large = false;
         let touched: Vec<_> = q.touched.drain().collect();
+        if self.am.is_some() {
+            q.bufs.clear();
+            drop(q);
+            if local {
+                let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+                d.extend(touched);
+                self.any_deferred.store(true, Ordering::Release);
+                return Ok(());
+            }
+            // Remote completion: a fence to every target of this queue and of earlier
+            // local waits.
+            let mut ranks: HashSet<Rank> = touched.iter().map(|&(_, r)| r).collect();
+            let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+            ranks.extend(d.drain().map(|(_, r)| r));
+            self.any_deferred.store(false, Ordering::Release);
+            drop(d);
+            return self.am_fence(&ranks);
+        }
         for &(seg, rank) in &touched {
             if let Ok(s) = self.seg(seg, rank) {
                 if local {
@@ -91,6 +110,15 @@ impl MpiEngine {
             .copied()
             .filter(|&(_, r)| rank.is_none_or(|x| x == r))
             .collect();
+        if self.am.is_some() {
+            let ranks: HashSet<Rank> = due.iter().map(|&(_, r)| r).collect();
+            for k in &due {
+                d.remove(k);
+            }
+            self.any_deferred.store(!d.is_empty(), Ordering::Release);
+            drop(d);
+            return self.am_fence(&ranks);
+        }
         for &(seg, r) in &due {
             if let Ok(s) = self.seg(seg, r) {
                 s.win.flush(r)?;
@@ -99,6 +127,17 @@ impl MpiEngine {
         }
         self.any_deferred.store(!d.is_empty(), Ordering::Release);
         Ok(())
+    }
+
+    /// Records what a messages-mode operation to `rank` left to complete.
+    pub(super) fn post_am(&self, queue: usize, seg: u32, rank: Rank, p: super::am::Posted) {
+        let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
+        q.reqs.extend(p.reqs);
+        q.bufs.extend(p.bufs);
+        if q.last != Some((seg, rank)) {
+            q.touched.insert((seg, rank));
+            q.last = Some((seg, rank));
+        }
     }
 
     pub(super) fn post(

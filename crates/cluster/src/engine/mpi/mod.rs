@@ -34,6 +34,7 @@
 //! (the `tiers-mpi` rows of the benchmarks).
 
 mod algo;
+mod am;
 pub mod baseline;
 mod coll;
 mod completion;
@@ -249,6 +250,9 @@ pub struct MpiEngine {
     /// deliver a target's small puts in the order they were posted), unless
     /// `TIERS_MPI_LOCAL_WAIT=0`.
     local_wait: bool,
+    /// One-sided operations between hosts as ordered messages (`TIERS_MPI_ONESIDED=messages`,
+    /// see `am.rs`) rather than through the windows.
+    am: Option<am::Am>,
     /// How long a wait polls MPI before it naps.
     spin: Duration,
     /// Open MPI was told to yield when idle: waits yield rather than spin.
@@ -411,6 +415,10 @@ impl MpiEngine {
             local_wait: hosts > 1
                 && raw::is_open_mpi()
                 && config::env_str(env::MPI_LOCAL_WAIT).as_deref() != Some("0"),
+            am: match config::env_str(env::MPI_ONESIDED).as_deref() {
+                Some("messages") if hosts > 1 => Some(am::Am::new(comm)?),
+                _ => None,
+            },
             spin: if hsize <= cpus {
                 config::MPI_SPIN
             } else {
@@ -422,11 +430,34 @@ impl MpiEngine {
 
     /// The pace of a wait that polls MPI: spin while the host's ranks have cores of their own
     /// (briefly otherwise), or yield when Open MPI was told to, then nap.
+    ///
+    /// In the messages mode other hosts' operations on this rank's memory wait for its polls,
+    /// so its naps stay at the first one's length (a poll every [`config::FIRST_NAP`]) instead
+    /// of doubling to a millisecond.
     fn pace(&self) -> Pace {
+        let naps = self.naps();
         if self.yields {
-            Pace::new(Duration::ZERO, config::MPI_YIELD_FOR, Naps::POLLED)
+            Pace::new(Duration::ZERO, config::MPI_YIELD_FOR, naps)
         } else {
-            Pace::new(self.spin, Duration::ZERO, Naps::POLLED)
+            Pace::new(self.spin, Duration::ZERO, naps)
+        }
+    }
+
+    fn naps(&self) -> Naps {
+        if self.am.is_some() {
+            Naps::fixed(config::FIRST_NAP)
+        } else {
+            Naps::POLLED
+        }
+    }
+
+    /// Lets MPI progress between the tests of a wait: applies what other hosts sent in the
+    /// messages mode, else one probe (osc pt2pt applies others' operations inside it).
+    fn poll_mpi(&self) {
+        if self.am.is_some() {
+            let _ = self.am_poll();
+        } else {
+            raw::progress(self.comm);
         }
     }
 
@@ -496,7 +527,7 @@ impl MpiEngine {
         let Slot::Gathering { req, .. } = &mut s[seg as usize] else {
             return Err(Error::SegmentExists { seg });
         };
-        req.wait(timeout.deadline(), self.pace())?;
+        self.am_until(timeout.deadline(), || req.test())?;
         let Slot::Gathering { sizes, .. } = std::mem::replace(&mut s[seg as usize], Slot::Empty)
         else {
             unreachable!("matched above")
@@ -642,6 +673,13 @@ impl MpiEngine {
         id: usize,
         value: u32,
     ) -> Result<()> {
+        if self.am.is_some() {
+            // Behind the writes before it in this rank's stream to `rank`: nothing to flush.
+            self.seg(seg, rank)?;
+            let p = self.am_notify(rank, seg, id, value)?;
+            self.post_am(queue, seg, rank, p);
+            return Ok(());
+        }
         // Puts a local wait left in flight land before the notification that may announce them.
         self.flush_deferred(Some(rank))?;
         let s = self.seg(seg, rank)?;
@@ -689,13 +727,13 @@ impl MpiEngine {
             return f(t).map_err(|e| self.lift(e));
         }
         // The host-local wait spins and sleeps by itself: hand it ever longer slices.
-        let mut pace = Pace::new(Duration::ZERO, Duration::ZERO, Naps::POLLED);
+        let mut pace = Pace::new(Duration::ZERO, Duration::ZERO, self.naps());
         loop {
             match f(as_timeout(pace.nap(deadline))) {
                 Err(Error::Timeout) => {}
                 r => return r.map_err(|e| self.lift(e)),
             }
-            raw::progress(self.comm);
+            self.poll_mpi();
             if deadline.expired() {
                 return Err(Error::Timeout);
             }
@@ -751,7 +789,7 @@ impl Engine for MpiEngine {
 
     fn progress(&self) -> Result<bool> {
         if self.hosts > 1 {
-            raw::progress(self.comm);
+            self.poll_mpi();
         }
         Ok(false)
     }
@@ -822,6 +860,13 @@ impl Engine for MpiEngine {
                 Err(e) => Err(self.lift(e)),
             };
         }
+        if self.am.is_some() {
+            let p = self.with_remote(t, |src, _, _| {
+                self.am_write(src, t.len, t.remote.rank, t.remote.seg.0, t.remote.offset)
+            })?;
+            self.post_am(queue, t.remote.seg.0, t.remote.rank, p);
+            return Ok(());
+        }
         let req = self.with_remote(t, |src, s, disp| {
             // SAFETY: src..src+len lies in this rank's segment (checked), which stays mapped
             // until the segment is deleted, which the program does only after waiting for
@@ -855,6 +900,14 @@ impl Engine for MpiEngine {
                 Err(e) => Err(self.lift(e)),
             };
         }
+        if self.am.is_some() {
+            // Behind this rank's writes to that target in its stream: no flush.
+            let p = self.with_remote(t, |dst, _, _| {
+                self.am_read(dst, t.len, t.remote.rank, t.remote.seg.0, t.remote.offset)
+            })?;
+            self.post_am(queue, t.remote.seg.0, t.remote.rank, p);
+            return Ok(());
+        }
         self.flush_deferred(Some(t.remote.rank))?;
         let (dst, s, disp) = self.remote(t)?;
         // SAFETY: as in write; the local range is this rank's to overwrite (GASPI read).
@@ -881,6 +934,9 @@ impl Engine for MpiEngine {
                 .map_err(|e| self.lift(e));
         }
         self.write(queue, t)?;
+        if self.am.is_some() {
+            return self.notify_remote(queue, t.remote.rank, t.remote.seg.0, id, value);
+        }
         // The data must be complete at the target before the notification can land.
         self.seg(t.remote.seg.0, t.remote.rank)?
             .win
@@ -927,7 +983,7 @@ impl Engine for MpiEngine {
             if deadline.expired() {
                 return Err(Error::Timeout);
             }
-            raw::progress(self.comm);
+            self.poll_mpi();
             if !pace.busy() {
                 let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
                 self.nap(&h.seq, seen, nap);
@@ -948,14 +1004,20 @@ impl Engine for MpiEngine {
         // processor atomics: the emulation applies remote atomics inside this rank's own MPI
         // calls, on this thread, so they cannot interleave (and Open MPI's rdma component
         // crashed on atomics to self over `MPI_Win_create` memory).
+        // In the messages mode every atomic is a processor atomic at its target, so the
+        // host's own ranks use theirs directly.
         if let Some(i) = self
             .local(rank)
-            .filter(|_| self.hosts == 1 || rank == self.rank)
+            .filter(|_| self.hosts == 1 || rank == self.rank || self.am.is_some())
         {
             return self
                 .host
                 .atomic_fetch_add(i, seg, offset, value)
                 .map_err(|e| self.lift(e));
+        }
+        if self.am.is_some() {
+            self.atomic_seg(seg, rank, offset)?;
+            return self.am_fetch_add(rank, seg, offset, value);
         }
         self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
@@ -974,16 +1036,47 @@ impl Engine for MpiEngine {
         // `atomic_fetch_add`).
         if let Some(i) = self
             .local(rank)
-            .filter(|_| self.hosts == 1 || rank == self.rank)
+            .filter(|_| self.hosts == 1 || rank == self.rank || self.am.is_some())
         {
             return self
                 .host
                 .atomic_compare_swap(i, seg, offset, expected, new)
                 .map_err(|e| self.lift(e));
         }
+        if self.am.is_some() {
+            self.atomic_seg(seg, rank, offset)?;
+            return self.am_compare_swap(rank, seg, offset, expected, new);
+        }
         self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
         s.win.compare_swap(rank, SEG_HEADER + offset, expected, new)
+    }
+
+    /// In the messages mode, a store message behind the queue's writes to another host
+    /// (complete when sent); otherwise the queue's wait and a compare-and-swap loop.
+    fn atomic_store(
+        &self,
+        queue: usize,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        if self.am.is_some() && rank < self.size && self.local(rank).is_none() {
+            self.atomic_seg(seg, rank, offset)?;
+            let p = self.am_store(rank, seg, offset, value)?;
+            self.post_am(queue, seg, rank, p);
+            return Ok(());
+        }
+        self.wait(queue, Timeout::Block)?;
+        let mut old = 0;
+        loop {
+            let got = self.atomic_compare_swap(rank, seg, offset, old, value)?;
+            if got == old {
+                return Ok(());
+            }
+            old = got;
+        }
     }
 
     fn barrier(&self, timeout: Timeout) -> Result<()> {
@@ -1034,7 +1127,7 @@ impl Engine for MpiEngine {
         let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };
         let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
         p.sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
-        match req.wait(timeout.deadline(), self.pace()) {
+        match self.am_until(timeout.deadline(), || req.test()) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The message is on its way; it will be delivered (keep its buffer).
@@ -1057,6 +1150,7 @@ impl Engine for MpiEngine {
         let mut pace = self.pace();
         loop {
             let seen = bell.v.load(Ordering::SeqCst);
+            self.am_poll()?;
             {
                 let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
                 if p.stash.is_none() && self.hosts > 1 {

@@ -1,0 +1,622 @@
+//! One-sided operations between hosts as ordered two-sided messages (`TIERS_MPI_ONESIDED=
+//! messages`): the alternative to MPI windows where MPI's one-sided operations are themselves
+//! messages (Open MPI's osc pt2pt over TCP).
+//!
+//! Over such a transport a window costs round trips that GASPI's semantics do not need: a
+//! notification may not overtake its data, so a notified write flushes its target (a round
+//! trip answered only when the target next calls MPI) before the notification can go. MPI
+//! already orders messages between two ranks on one communicator and tag (non-overtaking), so
+//! here every operation on another host's memory is a message on one communicator (`comm`)
+//! and one tag (`TAG_OP`): a write is a header with its payload, a notification or an atomic
+//! store is a header behind it, and the target applies them in the order they were sent. A
+//! notified write is one message each way fewer, a write locally complete when its send is.
+//!
+//! - Writes up to [`INLINE_MAX`] bytes travel inside their header's message; larger payloads
+//!   follow it as a message of their own (`TAG_PAYLOAD`, sent from the source segment and
+//!   received straight into the target segment). While a source's payload is being received,
+//!   its later headers wait behind it, so that nothing of that source lands out of order.
+//! - Reads, atomics and fences are requests answered on `TAG_REPLY`: the origin posts the
+//!   receive of the answer before it sends the request, under the same lock as every send of
+//!   this rank (`tx`), so the answers of one target match the receives in order. A target
+//!   answers a read from its segment memory, and applies an atomic with a processor atomic on
+//!   its own word, the instruction its host's ranks use too.
+//! - A fence (`Fence` request, answered once everything the origin sent before it has been
+//!   applied) is what a full wait, a collective, a segment's deletion and a passive message
+//!   add: remote completion where it is promised.
+//!
+//! The target applies what arrives whenever it polls ([`MpiEngine::am_poll`]): inside every
+//! wait of the engine, at `World::progress`, and in the GASPI library's watcher. Between
+//! those, as with windows over osc pt2pt, a rank that computes answers nobody.
+
+use super::raw::{self, Comm, Req};
+use super::{MpiEngine, SEG_HEADER};
+use crate::engine::{Engine, KeepAlive};
+use crate::error::{Error, Rank, Result};
+use crate::timeout::Deadline;
+use crate::wait;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Headers, with their inline payloads.
+const TAG_OP: i32 = 0x7440;
+/// Payloads of large writes, each right after its header.
+const TAG_PAYLOAD: i32 = 0x7441;
+/// Answers to reads, atomics and fences.
+const TAG_REPLY: i32 = 0x7442;
+
+/// Writes of at most this many bytes travel inside their header's message (one message, a
+/// copy at each end); larger ones as a message of their own, without copies. Well below
+/// the eager limit of MPI's TCP transports (64 KiB in Open MPI), so a header never waits for
+/// its receiver to act before it leaves.
+pub(super) const INLINE_MAX: usize = 8 * 1024;
+
+const HDR: usize = 40;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+enum Kind {
+    /// `len` bytes at `off` of segment `seg`, inline.
+    Put = 1,
+    /// `len` bytes at `off` of segment `seg`, in the next `TAG_PAYLOAD` message.
+    PutLarge = 2,
+    /// Notification `off` of segment `seg` set to `a`.
+    Notify = 3,
+    /// The word at `off` of segment `seg` atomically set to `a`.
+    Store = 4,
+    /// Answer with `len` bytes at `off` of segment `seg`.
+    Get = 5,
+    /// Add `a` to the word at `off` of segment `seg`; answer with the old value.
+    FetchAdd = 6,
+    /// Replace the word at `off` of segment `seg` with `b` if it is `a`; answer with the old.
+    Cas = 7,
+    /// Answer once everything sent before has been applied.
+    Fence = 8,
+}
+
+impl Kind {
+    fn from_u32(k: u32) -> Option<Kind> {
+        Some(match k {
+            1 => Kind::Put,
+            2 => Kind::PutLarge,
+            3 => Kind::Notify,
+            4 => Kind::Store,
+            5 => Kind::Get,
+            6 => Kind::FetchAdd,
+            7 => Kind::Cas,
+            8 => Kind::Fence,
+            _ => return None,
+        })
+    }
+}
+
+/// An operation's header (little-endian on the wire; both ends are the same program).
+#[derive(Clone, Copy, Debug)]
+struct Hdr {
+    kind: Kind,
+    seg: u32,
+    off: u64,
+    len: u64,
+    a: u64,
+    b: u64,
+}
+
+impl Hdr {
+    fn new(kind: Kind, seg: u32, off: usize, len: usize) -> Hdr {
+        Hdr {
+            kind,
+            seg,
+            off: off as u64,
+            len: len as u64,
+            a: 0,
+            b: 0,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.kind as u32).to_le_bytes());
+        out.extend_from_slice(&self.seg.to_le_bytes());
+        for v in [self.off, self.len, self.a, self.b] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    fn decode(b: &[u8]) -> Option<Hdr> {
+        if b.len() < HDR {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Some(Hdr {
+            kind: Kind::from_u32(u32_at(0))?,
+            seg: u32_at(4),
+            off: u64_at(8),
+            len: u64_at(16),
+            a: u64_at(24),
+            b: u64_at(32),
+        })
+    }
+
+    fn message(&self, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(HDR + payload.len());
+        self.encode(&mut v);
+        v.extend_from_slice(payload);
+        v
+    }
+}
+
+/// What a source's large payload is being received into.
+enum Sink {
+    /// Segment memory, kept mapped until the receive completes.
+    Mem(#[allow(dead_code)] KeepAlive),
+    /// A scratch buffer (a write to a segment this rank no longer has, or out of its bounds).
+    Discard(#[allow(dead_code)] Vec<u8>),
+}
+
+/// One source's incoming stream while a payload of it is on its way.
+#[derive(Default)]
+struct Incoming {
+    payload: Option<(Req, Sink)>,
+    /// Headers of that source that arrived behind the payload, applied after it.
+    queued: VecDeque<Vec<u8>>,
+}
+
+/// The target's side: what is being received and answered.
+#[derive(Default)]
+struct Rx {
+    incoming: HashMap<Rank, Incoming>,
+    /// Answers on their way, with what they are sent from.
+    answers: Vec<(Req, Answer)>,
+}
+
+enum Answer {
+    Word(#[allow(dead_code)] Box<u64>),
+    Mem(#[allow(dead_code)] KeepAlive),
+}
+
+/// The messages mode's state (see the module documentation).
+pub(super) struct Am {
+    comm: Comm,
+    /// Held across every send of this rank, so that a header and its payload, or a request
+    /// and the receive of its answer, go out as one.
+    tx: Mutex<()>,
+    rx: Mutex<Rx>,
+}
+
+impl Am {
+    pub(super) fn new(comm: Comm) -> Result<Am> {
+        Ok(Am {
+            comm: raw::dup(comm)?,
+            tx: Mutex::new(()),
+            rx: Mutex::new(Rx::default()),
+        })
+    }
+}
+
+/// What one operation left to complete at the origin: requests, and the buffers they read.
+#[derive(Default)]
+pub(super) struct Posted {
+    pub(super) reqs: Vec<Req>,
+    pub(super) bufs: Vec<Vec<u8>>,
+}
+
+impl MpiEngine {
+    fn am(&self) -> &Am {
+        self.am.as_ref().expect("the messages mode is on")
+    }
+
+    /// A write of `len` bytes at `src` to `rank`'s segment `seg` at data offset `off`
+    /// (checked by the caller).
+    pub(super) fn am_write(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: Rank,
+        seg: u32,
+        off: usize,
+    ) -> Result<Posted> {
+        let am = self.am();
+        let mut p = Posted::default();
+        if len <= INLINE_MAX {
+            // SAFETY: src..src + len lies in this rank's segment (checked by the caller).
+            let payload = unsafe { std::slice::from_raw_parts(src, len) };
+            let msg = Hdr::new(Kind::Put, seg, off, len).message(payload);
+            let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: msg moves into `p.bufs` (heap memory that does not move), which lives
+            // until the request completes.
+            p.reqs
+                .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+            p.bufs.push(msg);
+        } else {
+            let msg = Hdr::new(Kind::PutLarge, seg, off, len).message(&[]);
+            // SAFETY: as above; the payload is read from the source segment until the send
+            // completes, which the queue's wait ensures before the program may reuse it
+            // (GASPI's rule, as for every write).
+            let payload = unsafe { std::slice::from_raw_parts(src, len) };
+            let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: see above.
+            p.reqs
+                .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+            p.bufs.push(msg);
+            // SAFETY: see above.
+            p.reqs
+                .push(unsafe { raw::isend(payload, rank, TAG_PAYLOAD, am.comm, false)? });
+        }
+        Ok(p)
+    }
+
+    /// A header-only operation (a notification, an atomic store) to `rank`.
+    fn am_header(&self, rank: Rank, h: Hdr) -> Result<Posted> {
+        let am = self.am();
+        let msg = h.message(&[]);
+        let mut p = Posted::default();
+        let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: msg moves into `p.bufs`, which lives until the request completes.
+        p.reqs
+            .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+        p.bufs.push(msg);
+        Ok(p)
+    }
+
+    /// Notification `id` of `rank`'s segment `seg` set to `value`, behind what was sent before.
+    pub(super) fn am_notify(&self, rank: Rank, seg: u32, id: usize, value: u32) -> Result<Posted> {
+        let mut h = Hdr::new(Kind::Notify, seg, id, 0);
+        h.a = value as u64;
+        self.am_header(rank, h)
+    }
+
+    /// The word at data offset `off` (checked) of `rank`'s segment `seg` atomically set to
+    /// `value`, behind what was sent before.
+    pub(super) fn am_store(&self, rank: Rank, seg: u32, off: usize, value: u64) -> Result<Posted> {
+        let mut h = Hdr::new(Kind::Store, seg, off, 8);
+        h.a = value;
+        self.am_header(rank, h)
+    }
+
+    /// A read of `len` bytes at data offset `off` (checked) of `rank`'s segment `seg` into
+    /// `dst` (this rank's segment memory, checked).
+    pub(super) fn am_read(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        rank: Rank,
+        seg: u32,
+        off: usize,
+    ) -> Result<Posted> {
+        let am = self.am();
+        let msg = Hdr::new(Kind::Get, seg, off, len).message(&[]);
+        let mut p = Posted::default();
+        let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: dst..dst + len is this rank's segment memory, which stays mapped until the
+        // queue's wait has completed this receive (GASPI's rule).
+        p.reqs
+            .push(unsafe { raw::irecv(dst, len, rank, Some(TAG_REPLY), am.comm)? });
+        // SAFETY: msg moves into `p.bufs`, which lives until the request completes.
+        p.reqs
+            .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+        p.bufs.push(msg);
+        Ok(p)
+    }
+
+    /// Sends request `h` to `rank` and waits for its 8-byte answer.
+    fn am_request(&self, rank: Rank, h: Hdr, deadline: Deadline) -> Result<u64> {
+        let am = self.am();
+        let msg = h.message(&[]);
+        let mut answer = Box::new(0u64);
+        let (mut recv, mut send) = {
+            let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: `answer` (boxed: it does not move) and `msg` outlive both requests:
+            // this function waits for both below (with no deadline: it cannot return first,
+            // but with an MPI error, which ends the job).
+            let recv = unsafe {
+                raw::irecv(
+                    &mut *answer as *mut u64 as *mut u8,
+                    8,
+                    rank,
+                    Some(TAG_REPLY),
+                    am.comm,
+                )?
+            };
+            // SAFETY: as above.
+            let send = unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? };
+            (recv, send)
+        };
+        let (mut got, mut sent) = (false, false);
+        self.am_until(deadline, || {
+            got = got || recv.test()?;
+            sent = sent || send.test()?;
+            Ok(got && sent)
+        })?;
+        Ok(*answer)
+    }
+
+    /// Atomic fetch-and-add on the word at data offset `off` (checked) of `rank`'s `seg`.
+    pub(super) fn am_fetch_add(&self, rank: Rank, seg: u32, off: usize, v: u64) -> Result<u64> {
+        let mut h = Hdr::new(Kind::FetchAdd, seg, off, 8);
+        h.a = v;
+        self.am_request(rank, h, Deadline::Never)
+    }
+
+    /// Atomic compare-and-swap on the word at data offset `off` (checked) of `rank`'s `seg`.
+    pub(super) fn am_compare_swap(
+        &self,
+        rank: Rank,
+        seg: u32,
+        off: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        let mut h = Hdr::new(Kind::Cas, seg, off, 8);
+        h.a = expected;
+        h.b = new;
+        self.am_request(rank, h, Deadline::Never)
+    }
+
+    /// Remote completion: returns once every target of `ranks` has applied what this rank
+    /// sent it before (fences to all of them at once, then the answers).
+    pub(super) fn am_fence(&self, ranks: &HashSet<Rank>) -> Result<()> {
+        if ranks.is_empty() {
+            return Ok(());
+        }
+        let am = self.am();
+        let msg = Hdr::new(Kind::Fence, 0, 0, 0).message(&[]);
+        let mut answers: Vec<Box<u64>> = ranks.iter().map(|_| Box::new(0)).collect();
+        let mut reqs = Vec::with_capacity(2 * ranks.len());
+        {
+            let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+            for (&r, a) in ranks.iter().zip(answers.iter_mut()) {
+                // SAFETY: the answers (boxed) and `msg` outlive the requests: waited for below.
+                reqs.push(unsafe {
+                    raw::irecv(
+                        &mut **a as *mut u64 as *mut u8,
+                        8,
+                        r,
+                        Some(TAG_REPLY),
+                        am.comm,
+                    )?
+                });
+                // SAFETY: as above.
+                reqs.push(unsafe { raw::isend(&msg, r, TAG_OP, am.comm, false)? });
+            }
+        }
+        self.am_until(Deadline::Never, || {
+            let mut i = 0;
+            while i < reqs.len() {
+                if reqs[i].test()? {
+                    reqs.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+            Ok(reqs.is_empty())
+        })
+    }
+
+    /// [`wait::until`] that applies what arrives meanwhile: a rank waiting for its own
+    /// operations must still answer the others' (they may be waiting for it in turn).
+    pub(super) fn am_until(
+        &self,
+        deadline: Deadline,
+        mut done: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        wait::until(deadline, self.pace(), || {
+            self.am_poll()?;
+            done()
+        })
+    }
+
+    /// Applies what other hosts sent this rank (see the module documentation); whether it
+    /// found anything. One thread at a time (the others return at once).
+    pub(super) fn am_poll(&self) -> Result<bool> {
+        let Some(am) = &self.am else {
+            return Ok(false);
+        };
+        let Ok(mut rx) = am.rx.try_lock() else {
+            return Ok(false);
+        };
+        let mut found = false;
+        rx.answers.retain_mut(|(r, _)| !r.test().unwrap_or(true));
+        // Payloads being received, then what queued behind each.
+        let busy: Vec<Rank> = rx.incoming.keys().copied().collect();
+        for src in busy {
+            found |= self.am_resume(&mut rx, src)?;
+        }
+        // New headers.
+        while let Some(m) = raw::improbe(None, TAG_OP, am.comm)? {
+            let src = m.source;
+            let msg = m.recv(self.pace())?;
+            found = true;
+            match rx.incoming.get_mut(&src) {
+                Some(inc) => inc.queued.push_back(msg),
+                None => self.am_apply(&mut rx, src, &msg)?,
+            }
+        }
+        Ok(found)
+    }
+
+    /// Completes `src`'s payload if it is in, and applies its queued headers until another
+    /// payload is on its way or none is left.
+    fn am_resume(&self, rx: &mut Rx, src: Rank) -> Result<bool> {
+        let mut found = false;
+        loop {
+            let Some(inc) = rx.incoming.get_mut(&src) else {
+                return Ok(found);
+            };
+            if let Some((req, _)) = inc.payload.as_mut() {
+                if !req.test()? {
+                    return Ok(found);
+                }
+                inc.payload = None;
+                found = true;
+            }
+            match inc.queued.pop_front() {
+                Some(msg) => self.am_apply(rx, src, &msg)?,
+                None => {
+                    rx.incoming.remove(&src);
+                    return Ok(found);
+                }
+            }
+        }
+    }
+
+    /// The local address of data bytes `off..off + len` of this rank's segment `seg`, if it
+    /// has that segment and the range lies inside it.
+    fn am_target(&self, seg: u32, off: u64, len: u64) -> Option<(*mut u8, KeepAlive)> {
+        let (p, size, keep) = self.host.segment_local(seg).ok()?;
+        let end = off.checked_add(len)?;
+        if end > size as u64 {
+            return None;
+        }
+        // SAFETY: off + len <= size: inside the segment's data.
+        Some((unsafe { p.add(off as usize) }, keep))
+    }
+
+    /// The 8-byte word at data offset `off` of this rank's segment `seg`, aligned and inside.
+    fn am_word(&self, seg: u32, off: u64) -> Option<(&AtomicU64, KeepAlive)> {
+        if off % 8 != 0 {
+            return None;
+        }
+        let (p, keep) = self.am_target(seg, off, 8)?;
+        // SAFETY: an aligned 8-byte word inside the mapping `keep` holds (the data starts
+        // SEG_HEADER bytes into a page-aligned mapping: aligned offsets stay aligned); the
+        // reference does not outlive `keep` at the callers.
+        Some((unsafe { &*(p as *const AtomicU64) }, keep))
+    }
+
+    /// Applies one message of `src` whose predecessors have all been applied.
+    fn am_apply(&self, rx: &mut Rx, src: Rank, msg: &[u8]) -> Result<()> {
+        const _: () = assert!(SEG_HEADER % 8 == 0);
+        let Some(h) = Hdr::decode(msg) else {
+            return Err(Error::Setup(format!(
+                "mpi engine: a malformed one-sided message from rank {src} ({} bytes)",
+                msg.len()
+            )));
+        };
+        let am = self.am();
+        match h.kind {
+            Kind::Put => {
+                let payload = &msg[HDR..];
+                if payload.len() as u64 == h.len {
+                    if let Some((p, _keep)) = self.am_target(h.seg, h.off, h.len) {
+                        // SAFETY: the range lies inside the mapping `_keep` holds.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(payload.as_ptr(), p, payload.len())
+                        };
+                    }
+                }
+            }
+            Kind::PutLarge => {
+                let len = usize::try_from(h.len).unwrap_or(usize::MAX);
+                let (req, sink) = match self.am_target(h.seg, h.off, h.len) {
+                    // SAFETY: the range lies inside the mapping `keep` holds, kept with the
+                    // request until it completes.
+                    Some((p, keep)) => (
+                        unsafe { raw::irecv(p, len, src, Some(TAG_PAYLOAD), am.comm)? },
+                        Sink::Mem(keep),
+                    ),
+                    None => {
+                        // Received all the same (the stream must go on), into scratch.
+                        let mut v = vec![0u8; len.min(1 << 31)];
+                        // SAFETY: v (heap, does not move) is kept with the request.
+                        let req = unsafe {
+                            raw::irecv(v.as_mut_ptr(), v.len(), src, Some(TAG_PAYLOAD), am.comm)?
+                        };
+                        (req, Sink::Discard(v))
+                    }
+                };
+                rx.incoming.entry(src).or_default().payload = Some((req, sink));
+            }
+            Kind::Notify => {
+                let me = self.host.local_rank();
+                // A notification of a segment this rank no longer has is dropped, as a write.
+                if h.off < crate::config::NOTIFICATIONS as u64 {
+                    let _ = self.host.notify(0, me, h.seg, h.off as usize, h.a as u32);
+                }
+            }
+            Kind::Store => {
+                if let Some((w, _keep)) = self.am_word(h.seg, h.off) {
+                    w.store(h.a, Ordering::Release);
+                }
+            }
+            Kind::Get => {
+                let len = usize::try_from(h.len).unwrap_or(0);
+                let req = match self.am_target(h.seg, h.off, h.len) {
+                    Some((p, keep)) => {
+                        // SAFETY: the range lies inside the mapping `keep` holds, kept with
+                        // the request until it completes.
+                        let r = unsafe {
+                            raw::isend(
+                                std::slice::from_raw_parts(p, len),
+                                src,
+                                TAG_REPLY,
+                                am.comm,
+                                false,
+                            )?
+                        };
+                        (r, Answer::Mem(keep))
+                    }
+                    // Gone meanwhile: an empty answer completes the reader's receive.
+                    None => {
+                        // SAFETY: an empty send reads nothing.
+                        let r = unsafe { raw::isend(&[], src, TAG_REPLY, am.comm, false)? };
+                        (r, Answer::Word(Box::new(0)))
+                    }
+                };
+                rx.answers.push(req);
+            }
+            Kind::FetchAdd | Kind::Cas | Kind::Fence => {
+                let old = match h.kind {
+                    Kind::Fence => 0,
+                    _ => match self.am_word(h.seg, h.off) {
+                        Some((w, _keep)) if h.kind == Kind::FetchAdd => {
+                            w.fetch_add(h.a, Ordering::AcqRel)
+                        }
+                        Some((w, _keep)) => {
+                            match w.compare_exchange(h.a, h.b, Ordering::AcqRel, Ordering::Acquire)
+                            {
+                                Ok(v) | Err(v) => v,
+                            }
+                        }
+                        None => 0,
+                    },
+                };
+                let w = Box::new(old);
+                // SAFETY: the boxed word is kept with the request until it completes.
+                let r = unsafe {
+                    raw::isend(
+                        std::slice::from_raw_parts(&*w as *const u64 as *const u8, 8),
+                        src,
+                        TAG_REPLY,
+                        am.comm,
+                        false,
+                    )?
+                };
+                rx.answers.push((r, Answer::Word(w)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_survive_the_wire_and_junk_is_refused() {
+        let mut h = Hdr::new(Kind::Cas, 7, 4096, 8);
+        h.a = u64::MAX;
+        h.b = 0x0123_4567_89ab_cdef;
+        let m = h.message(b"xyz");
+        assert_eq!(m.len(), HDR + 3);
+        let d = Hdr::decode(&m).expect("decodes");
+        assert_eq!(
+            (d.kind, d.seg, d.off, d.len, d.a, d.b),
+            (Kind::Cas, 7, 4096, 8, u64::MAX, 0x0123_4567_89ab_cdef)
+        );
+        assert!(Hdr::decode(&m[..HDR - 1]).is_none());
+        let mut bad = m.clone();
+        bad[0] = 99;
+        assert!(Hdr::decode(&bad).is_none());
+    }
+}
