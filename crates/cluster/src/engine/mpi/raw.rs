@@ -332,11 +332,15 @@ unsafe impl Sync for Req {}
 
 impl Req {
     /// Tests once; `true` when complete (the request is then freed by MPI).
+    /// Tests with Open MPI's yield-when-idle off (see [`without_yield`]): tiers' waits pace
+    /// themselves (spin, yield, nap), and the GASPI watcher tests every few microseconds.
     pub(crate) fn test(&mut self) -> Result<bool> {
         let mut flag: c_int = 0;
         // SAFETY: self.0 is an active (or already null) request; status is ignored.
-        call("MPI_Test", || unsafe {
-            ffi::MPI_Test(&mut self.0, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        call("MPI_Test", || {
+            without_yield(|| unsafe {
+                ffi::MPI_Test(&mut self.0, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+            })
         })?;
         Ok(flag != 0)
     }
@@ -425,6 +429,24 @@ pub(crate) fn progress(comm: Comm) {
         }
         rc
     });
+}
+
+/// Runs the MPI call `f` with Open MPI's yield-when-idle off, then restores it; only while
+/// tiers' lock keeps every other thread out of MPI (below `MPI_THREAD_MULTIPLE`), so that no
+/// other thread's restore can interleave. A thread that polls every few microseconds must not
+/// yield the processor at each empty poll, or its next wake-ups wait for the scheduler's tick.
+fn without_yield(f: impl FnOnce() -> c_int) -> c_int {
+    let toggle = if thread_multiple() {
+        None
+    } else {
+        opal_set_yield()
+    };
+    let before = toggle.map(|s| s(false));
+    let rc = f();
+    if let (Some(s), Some(b)) = (toggle, before) {
+        s(b);
+    }
+    rc
 }
 
 /// The address of Open MPI's internal function `name` where this MPI is Open MPI (looked up
@@ -897,7 +919,11 @@ pub(crate) struct Matched {
 // SAFETY: a message handle may be received from any thread (calls serialised by `lock`).
 unsafe impl Send for Matched {}
 
-/// `MPI_Improbe` for `tag` from `src` (`None`: from anyone).
+/// `MPI_Improbe` for `tag` from `src` (`None`: from anyone). Like [`progress`], it probes
+/// with Open MPI's yield-when-idle off (while tiers' lock keeps other threads out of MPI): a
+/// thread that polls every few microseconds (the GASPI library's watcher, a wait's loop)
+/// must not yield the processor at each empty probe, or its next wake-ups wait for the
+/// scheduler's tick (4 ms per write to a rank that spins on its memory across two hosts).
 pub(crate) fn improbe(src: Option<usize>, tag: i32, comm: Comm) -> Result<Option<Matched>> {
     // SAFETY: constant read.
     let src = src.map_or(unsafe { ffi::RSMPI_ANY_SOURCE }, |s| s as c_int);
@@ -906,9 +932,11 @@ pub(crate) fn improbe(src: Option<usize>, tag: i32, comm: Comm) -> Result<Option
     let mut msg = unsafe { ffi::RSMPI_MESSAGE_NULL };
     // SAFETY: MPI_Status is a plain C struct; zero is a valid initial value.
     let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-    // SAFETY: valid handles and out-pointers.
-    call("MPI_Improbe", || unsafe {
-        ffi::MPI_Improbe(src, tag, comm.0, &mut flag, &mut msg, &mut st)
+    call("MPI_Improbe", || {
+        // SAFETY: valid handles and out-pointers.
+        without_yield(|| unsafe {
+            ffi::MPI_Improbe(src, tag, comm.0, &mut flag, &mut msg, &mut st)
+        })
     })?;
     if flag == 0 {
         return Ok(None);
