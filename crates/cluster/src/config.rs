@@ -48,7 +48,8 @@ pub mod env {
     /// see them; see the engine's README).
     pub const MPI_LOCAL_WAIT: &str = "TIERS_MPI_LOCAL_WAIT";
     /// How the mpi engine carries one-sided operations between hosts: `window` (MPI-3 RMA
-    /// windows) or `messages` (ordered two-sided messages applied by the target).
+    /// windows, the default) or `messages` (ordered two-sided messages applied by the target;
+    /// the GASPI library's default, `engine::prefer_onesided_messages`).
     pub const MPI_ONESIDED: &str = "TIERS_MPI_ONESIDED";
     /// The progress policy of every world of the process: `eager` (default), `lazy` or
     /// `proxy` (see [`Progress`](crate::Progress)).

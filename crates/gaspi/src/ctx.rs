@@ -303,6 +303,10 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         GASPI_BLOCK => Duration::from_secs(365 * 86400),
         ms => Duration::from_millis(ms.max(1)),
     };
+    // Between hosts over MPI, one-sided operations as ordered messages: the watcher below
+    // applies what arrives while the program computes, and GASPI's ordering (a notification
+    // after its data) then needs no round trip (`TIERS_MPI_ONESIDED=window` chooses windows).
+    tiers_cluster::engine::prefer_onesided_messages();
     let w = tiers_cluster::Builder::new()
         .queue_depth(1 << 24)
         .init_timeout(t)

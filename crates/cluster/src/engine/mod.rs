@@ -91,6 +91,25 @@ fn which() -> Result<Which> {
     }
 }
 
+/// See [`prefer_onesided_messages`].
+static PREFER_MESSAGES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes one-sided operations between hosts travel as ordered messages on the mpi engine by
+/// default in this process (as `TIERS_MPI_ONESIDED=messages`; the variable, when set, still
+/// decides). For a library that polls the engine from a thread of its own, so that every
+/// rank applies what others send it while its program computes (the GASPI library's
+/// watcher): there the messages save the round trips of MPI windows over TCP. Call it before
+/// the world is built; no effect on other engines, or without the `mpi` feature.
+pub fn prefer_onesided_messages() {
+    PREFER_MESSAGES.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`prefer_onesided_messages`] was called.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn onesided_messages_preferred() -> bool {
+    PREFER_MESSAGES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// What the environment of this process asks for (see [`from_env`]).
 pub(crate) enum FromEnv {
     /// Ranks that are threads of this process (the `local` engine): `explicit` when

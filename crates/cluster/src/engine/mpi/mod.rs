@@ -272,6 +272,18 @@ fn job_id(leader_pid: u32) -> String {
 impl MpiEngine {
     /// Joins the MPI job (initialising MPI if needed). Collective over `MPI_COMM_WORLD`.
     pub fn new(cfg: MpiConfig) -> Result<MpiEngine> {
+        let messages = match config::env_str(env::MPI_ONESIDED).as_deref() {
+            Some("messages") => true,
+            Some("window") => false,
+            Some(other) => {
+                return Err(Error::Setup(format!(
+                    "{}={other}: expected `window` (MPI windows) or `messages` (ordered \
+                     messages applied by the target)",
+                    env::MPI_ONESIDED
+                )))
+            }
+            None => super::onesided_messages_preferred(),
+        };
         raw::init(cfg.threading)?;
         let setup = Deadline::Never;
         let comm = raw::dup(raw::world())?;
@@ -415,9 +427,10 @@ impl MpiEngine {
             local_wait: hosts > 1
                 && raw::is_open_mpi()
                 && config::env_str(env::MPI_LOCAL_WAIT).as_deref() != Some("0"),
-            am: match config::env_str(env::MPI_ONESIDED).as_deref() {
-                Some("messages") if hosts > 1 => Some(am::Am::new(comm)?),
-                _ => None,
+            am: if messages && hosts > 1 {
+                Some(am::Am::new(comm)?)
+            } else {
+                None
             },
             spin: if hsize <= cpus {
                 config::MPI_SPIN
