@@ -1,29 +1,42 @@
-//! A bounded single-producer single-consumer ring (Lamport's queue with the index caching of
-//! Rigtorp/Folly): each side keeps a private copy of the other side's index and rereads the
-//! shared one only when its copy says the ring is full (producer) or empty (consumer). In the
-//! steady state a message then costs one cache-line transfer for the slot and, per batch, one
-//! for each index.
+//! A bounded single-producer single-consumer ring: Lamport's queue with the producer's
+//! index caching of Rigtorp/Folly, and a stamp per slot for the consumer.
+//!
+//! The producer keeps a private copy of the consumer's index and rereads the shared one only
+//! when its copy says the ring is full. The consumer does not read the producer's index at
+//! all: each slot carries the position of the message it holds (plus one), stored by the
+//! producer after the value, so the consumer learns that a message is there from the line the
+//! message itself is in. When the consumer keeps up with the producer (the common case: an
+//! empty ring most of the time), a message then costs the transfer of its slot's line only,
+//! and several messages that share a line travel together, where an index read by the consumer
+//! would add a second line per message, bouncing between the two cores.
 
 use super::Full;
 use crate::padded::CachePadded;
 use crate::sync::{Arc, AtomicUsize, Ordering, UnsafeCell};
 use core::mem::MaybeUninit;
 
+/// A message's place: the value and the stamp that says which position it holds.
+struct Slot<T> {
+    /// `pos + 1` once the message of position `pos` is in `value` (0: never written).
+    stamp: AtomicUsize,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
 pub(crate) struct Ring<T> {
     /// Next slot the consumer reads; written by the consumer only.
     head: CachePadded<AtomicUsize>,
-    /// Next slot the producer writes; written by the producer only.
+    /// Next slot the producer writes; written by the producer only (the consumer reads it
+    /// only for [`Ring::len`]).
     tail: CachePadded<AtomicUsize>,
     /// The producer's copy of `head`.
     head_cache: CachePadded<AtomicUsize>,
-    /// The consumer's copy of `tail`.
-    tail_cache: CachePadded<AtomicUsize>,
     mask: usize,
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    slots: Box<[Slot<T>]>,
 }
 
 // SAFETY: slots are handed from one producer thread to one consumer thread through the
-// Release/Acquire pairs on `tail` and `head`; a slot is never accessed by both at once.
+// Release/Acquire pairs on each slot's `stamp` (producer to consumer) and on `head` (consumer
+// to producer); a slot is never accessed by both at once.
 unsafe impl<T: Send> Send for Ring<T> {}
 // SAFETY: as above; the producer and consumer halves are separate, unique handles.
 unsafe impl<T: Send> Sync for Ring<T> {}
@@ -39,10 +52,12 @@ impl<T> Ring<T> {
             head: CachePadded::new(AtomicUsize::new(0)),
             tail: CachePadded::new(AtomicUsize::new(0)),
             head_cache: CachePadded::new(AtomicUsize::new(0)),
-            tail_cache: CachePadded::new(AtomicUsize::new(0)),
             mask: cap - 1,
             slots: (0..cap)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .map(|_| Slot {
+                    stamp: AtomicUsize::new(0),
+                    value: UnsafeCell::new(MaybeUninit::uninit()),
+                })
                 .collect(),
         }
     }
@@ -66,11 +81,24 @@ impl<T> Ring<T> {
                 return Err(Full(value));
             }
         }
+        let slot = &self.slots[t & self.mask];
         // SAFETY: slot t is outside [head, tail): the consumer has finished with it (Acquire on
-        // head) and will not read it before our Release store of tail.
-        self.slots[t & self.mask].with_mut(|p| unsafe { (*p).write(value) });
+        // head) and will not read it before our Release store of its stamp.
+        slot.value.with_mut(|p| unsafe { (*p).write(value) });
+        slot.stamp.store(t.wrapping_add(1), Ordering::Release);
         self.tail.store(t.wrapping_add(1), Ordering::Release);
         Ok(())
+    }
+
+    /// Producer side: free slots now, refreshing the producer's copy of `head`.
+    ///
+    /// # Safety
+    /// Only the ring's producer may call it (it writes the producer's copy of `head`).
+    #[inline]
+    pub(crate) unsafe fn room(&self) -> usize {
+        let h = self.head.load(Ordering::Acquire);
+        self.head_cache.store(h, Ordering::Relaxed);
+        self.capacity() - self.tail.load(Ordering::Relaxed).wrapping_sub(h)
     }
 
     /// Consumer side: takes up to `max` messages, handing each to `f`, and publishes the new
@@ -81,35 +109,35 @@ impl<T> Ring<T> {
     #[inline]
     pub(crate) unsafe fn drain(&self, max: usize, mut f: impl FnMut(T)) -> usize {
         let h = self.head.load(Ordering::Relaxed);
-        let mut t = self.tail_cache.load(Ordering::Relaxed);
-        if t.wrapping_sub(h) < max {
-            // The cached tail promises fewer than asked for: look at the real one (once per
-            // batch, so a drain takes everything present at its start).
-            t = self.tail.load(Ordering::Acquire);
-            self.tail_cache.store(t, Ordering::Relaxed);
-            if t == h {
-                return 0;
+        let mut n = 0;
+        while n < max {
+            let pos = h.wrapping_add(n);
+            let slot = &self.slots[pos & self.mask];
+            if slot.stamp.load(Ordering::Acquire) != pos.wrapping_add(1) {
+                break;
             }
-        }
-        let n = t.wrapping_sub(h).min(max);
-        for i in 0..n {
-            let pos = h.wrapping_add(i);
-            // SAFETY: slot pos is in [head, tail): written by the producer before its Release
-            // store of tail, which we read with Acquire; we take the value out exactly once.
-            let v = self.slots[pos & self.mask].with(|p| unsafe { (*p).assume_init_read() });
-            // Publish progress before running the callback only at the end of the batch, but
-            // make sure a panicking callback cannot make us read a slot twice.
-            if i + 1 == n {
+            // SAFETY: the stamp says the producer wrote message `pos` into this slot before
+            // its Release store, which we read with Acquire; we take the value out exactly
+            // once (head moves past it before the callback can unwind).
+            let v = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+            n += 1;
+            let last = n == max
+                || self.slots[h.wrapping_add(n) & self.mask]
+                    .stamp
+                    .load(Ordering::Acquire)
+                    != h.wrapping_add(n).wrapping_add(1);
+            if last {
+                // Publish progress once, before the last callback.
                 self.head.store(h.wrapping_add(n), Ordering::Release);
                 f(v);
-            } else {
-                let guard = HeadOnUnwind {
-                    ring: self,
-                    pos: pos.wrapping_add(1),
-                };
-                f(v);
-                core::mem::forget(guard);
+                return n;
             }
+            let guard = HeadOnUnwind {
+                ring: self,
+                pos: h.wrapping_add(n),
+            };
+            f(v);
+            core::mem::forget(guard);
         }
         n
     }
@@ -141,7 +169,9 @@ impl<T> Drop for Ring<T> {
         let mut pos = h;
         while pos != t {
             // SAFETY: `&mut self`: no producer or consumer is left; [head, tail) holds values.
-            self.slots[pos & self.mask].with_mut(|p| unsafe { (*p).assume_init_drop() });
+            self.slots[pos & self.mask]
+                .value
+                .with_mut(|p| unsafe { (*p).assume_init_drop() });
             pos = pos.wrapping_add(1);
         }
     }
