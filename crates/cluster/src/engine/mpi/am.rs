@@ -60,9 +60,10 @@ const CHUNK: usize = 32 * 1024;
 
 /// Payloads above this many bytes travel as one message (MPI's rendezvous): measured on
 /// loopback over TCP, many eager chunks then cost more than the rendezvous' round trip
-/// (1 MiB: 520 against 470 µs per GPI-2 `write_lat` step, 2 MiB: 2.1 against 1.1 ms), while
-/// up to here the chunks win (64 KiB: 91 against 215 µs).
-const CHUNKED_MAX: usize = 256 * 1024;
+/// (128 KiB: 160-190 against 113-147 µs per GPI-2 `write_lat` step, 256 KiB: 270-360
+/// against 124-137, 2 MiB: 2.1 against 1.1 ms), while up to here the chunks win (64 KiB:
+/// 91 against 215 µs).
+const CHUNKED_MAX: usize = 64 * 1024;
 
 /// The piece length a payload of `len` bytes travels in.
 fn piece(len: usize) -> usize {
