@@ -384,12 +384,6 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
             // SAFETY: the context outlives the watcher: term joins it before dropping it.
             let c = unsafe { &*(addr as *const Ctx) };
             let nap = if drives { PROGRESS_POLL } else { KILL_POLL };
-            if drives {
-                // A 20 µs nap with the kernel's default timer slack (50 µs) lasts about 70:
-                // ask for the nap asked for, for this thread only.
-                // SAFETY: PR_SET_TIMERSLACK takes a value and touches only this thread.
-                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-            }
             while !c.stop.load(Ordering::Acquire) {
                 if c.word(0).load(Ordering::Acquire) != 0 {
                     // SAFETY: ends the process at once, as GPI-2's kill does.
@@ -423,7 +417,11 @@ const KILL_POLL: Duration = Duration::from_millis(2);
 /// How often the watcher lets MPI progress where the engine needs it: the most a write to a
 /// rank that only spins on its memory waits for the target's side of MPI. 20 µs: GPI-2's
 /// write_lat across two namespaced hosts takes 100 µs per step (130 at 50 µs); each wake-up
-/// costs two `MPI_Iprobe`s (a few microseconds) while the program runs.
+/// costs two `MPI_Iprobe`s (a few microseconds) while the program runs. With the kernel's
+/// default timer slack the nap lasts about 70 µs; taking the slack away (`PR_SET_TIMERSLACK`
+/// of 1 ns) made loopback `write_lat` 47 -> 39 µs but doubled every mpi-engine figure across
+/// the namespaced hosts (the watchers' probes then took the cores from the programs), and
+/// 5 µs naps made the watcher a CPU hog that the scheduler ran only at its 4 ms tick.
 const PROGRESS_POLL: Duration = Duration::from_micros(20);
 
 /// The longest a waiting call sleeps in the tcp engine's `epoll_wait` before it checks its
