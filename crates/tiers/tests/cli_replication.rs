@@ -238,28 +238,39 @@ fn a_stopped_replica_is_skipped_on_the_tcp_engine() {
 
 fn stopped(engine: &str) {
     let want = reference("A");
-    let t = Instant::now();
-    let child = launch_on(engine, 2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")], &[]);
-    let procs = replicas(child.id(), 4);
-    assert_eq!(procs.len(), 4, "{procs:?}");
-    // Replica 0 of rank 1: the one rank 0 asks first. Stopped once it has worked a little,
-    // past the setup (which every process of the world joins).
-    let (pid, _, _) = procs[2];
-    loop {
-        let (ticks, running) = cpu_ticks(pid).expect("the replica runs");
-        assert!(running, "replica 0 of rank 1 ended before it was stopped");
-        if ticks >= 30 {
-            break;
+    // Under a loaded machine (the whole test suite at once on 2 cores) the chosen replica can
+    // fall a replica timeout behind before it has worked the 300 ms of CPU the test waits for,
+    // and be dropped by its peers: then nothing was stopped, the job must still print the
+    // reference, and the test tries again (at most 3 times).
+    for attempt in 0..3 {
+        let t = Instant::now();
+        let child = launch_on(engine, 2, "A", &[("TIERS_REPLICA_TIMEOUT_MS", "300")], &[]);
+        let procs = replicas(child.id(), 4);
+        assert_eq!(procs.len(), 4, "{procs:?}");
+        // Replica 0 of rank 1: the one rank 0 asks first. Stopped once it has worked a little,
+        // past the setup (which every process of the world joins).
+        let (pid, _, _) = procs[2];
+        let worked = loop {
+            match cpu_ticks(pid) {
+                Some((ticks, true)) if ticks >= 30 => break true,
+                Some((_, true)) => std::thread::sleep(Duration::from_millis(5)),
+                // Ended (or a zombie) before it was stopped.
+                _ => break false,
+            }
+        };
+        let stopped = worked && signal(pid, libc::SIGSTOP);
+        let o = child.wait_with_output().expect("runs");
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}{err}");
+        assert_eq!(stable(&out), want, "{err}");
+        // Not a hang ended by the launcher's --timeout.
+        assert!(t.elapsed() < Duration::from_secs(100), "{:?}", t.elapsed());
+        if stopped {
+            return;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        eprintln!("attempt {attempt}: replica 0 of rank 1 ended before it was stopped; again");
     }
-    assert!(signal(pid, libc::SIGSTOP), "stopping {pid}");
-    let o = child.wait_with_output().expect("runs");
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}{err}");
-    assert_eq!(stable(&out), want, "{err}");
-    // Not a hang ended by the launcher's --timeout.
-    assert!(t.elapsed() < Duration::from_secs(100), "{:?}", t.elapsed());
+    panic!("replica 0 of rank 1 ended before it could be stopped, 3 times");
 }
 
 #[test]
