@@ -108,25 +108,24 @@ impl<T> Ring<T> {
     /// Only one thread at a time may act as this ring's consumer.
     #[inline]
     pub(crate) unsafe fn drain(&self, max: usize, mut f: impl FnMut(T)) -> usize {
+        // Whether the message of position `pos` is in its slot (Acquire: its value too).
+        let ready = |pos: usize| {
+            self.slots[pos & self.mask].stamp.load(Ordering::Acquire) == pos.wrapping_add(1)
+        };
         let h = self.head.load(Ordering::Relaxed);
+        if max == 0 || !ready(h) {
+            return 0;
+        }
         let mut n = 0;
-        while n < max {
-            let pos = h.wrapping_add(n);
-            let slot = &self.slots[pos & self.mask];
-            if slot.stamp.load(Ordering::Acquire) != pos.wrapping_add(1) {
-                break;
-            }
-            // SAFETY: the stamp says the producer wrote message `pos` into this slot before
-            // its Release store, which we read with Acquire; we take the value out exactly
-            // once (head moves past it before the callback can unwind).
-            let v = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+        loop {
+            // SAFETY: `ready` saw the stamp of message `h + n`, stored by the producer after
+            // the value (Release, read with Acquire); we take the value out exactly once (head
+            // moves past it before the callback can unwind).
+            let v = self.slots[h.wrapping_add(n) & self.mask]
+                .value
+                .with(|p| unsafe { (*p).assume_init_read() });
             n += 1;
-            let last = n == max
-                || self.slots[h.wrapping_add(n) & self.mask]
-                    .stamp
-                    .load(Ordering::Acquire)
-                    != h.wrapping_add(n).wrapping_add(1);
-            if last {
+            if n == max || !ready(h.wrapping_add(n)) {
                 // Publish progress once, before the last callback.
                 self.head.store(h.wrapping_add(n), Ordering::Release);
                 f(v);
@@ -139,7 +138,6 @@ impl<T> Ring<T> {
             f(v);
             core::mem::forget(guard);
         }
-        n
     }
 
     /// Messages in the ring now (a snapshot).
