@@ -51,6 +51,11 @@ pub mod env {
     /// windows, the default) or `messages` (ordered two-sided messages applied by the target;
     /// the GASPI library's default, `engine::prefer_onesided_messages`).
     pub const MPI_ONESIDED: &str = "TIERS_MPI_ONESIDED";
+    /// Whether the mpi engine lets MPI allocate segment memory (`MPI_Win_allocate`, whose
+    /// windows MPI serves fastest) when every rank is alone on its host: `1` yes, `0` no (windows
+    /// over memory of tiers' own, as with several ranks per host); unset: yes unless Open MPI's
+    /// shared-memory transport would crash on it (see the engine's README).
+    pub const MPI_ALLOCATE: &str = "TIERS_MPI_ALLOCATE";
     /// The progress policy of every world of the process: `eager` (default), `lazy` or
     /// `proxy` (see [`Progress`](crate::Progress)).
     pub const PROGRESS: &str = "TIERS_PROGRESS";

@@ -37,10 +37,13 @@ pub fn futex_wake_all(word: &AtomicU32) {
 }
 
 /// A shared mapping of a POSIX shared-memory object (or, for in-process ranks, of anonymous
-/// memory). Unmapped on drop; the object itself is removed with [`shm_unlink`].
+/// memory). Unmapped on drop; the object itself is removed with [`shm_unlink`]. A mapping
+/// made with [`Mapping::borrowed`] stands for memory someone else owns and frees (an MPI
+/// window's) and is left alone on drop.
 pub struct Mapping {
     ptr: *mut u8,
     len: usize,
+    owned: bool,
 }
 
 // SAFETY: the mapping is plain memory; all concurrent access goes through atomics or through
@@ -126,7 +129,22 @@ impl Mapping {
         Ok(Mapping {
             ptr: p as *mut u8,
             len,
+            owned: true,
         })
+    }
+
+    /// Stands for `len` bytes at `ptr` that another owner allocated and will free.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be valid, writable memory, aligned to 8 bytes at least, until
+    /// the last user of this `Mapping` is gone (dropping it frees nothing).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub unsafe fn borrowed(ptr: *mut u8, len: usize) -> Mapping {
+        Mapping {
+            ptr,
+            len,
+            owned: false,
+        }
     }
 
     /// The first byte.
@@ -142,6 +160,9 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: ptr/len are exactly what mmap returned; nothing borrows the mapping any more
         // (every user holds an Arc to the owner of this Mapping).
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };

@@ -158,6 +158,9 @@ struct SuiteJob {
     per_host: Option<usize>,
     /// `TIERS_MPI_ONESIDED=messages`: one-sided operations between hosts as messages.
     messages: bool,
+    /// Open MPI's shared-memory transport without its single-copy mechanism, so that the
+    /// engine lets MPI allocate segment memory (every rank its own host).
+    allocated: bool,
     success: bool,
     /// Per rank: behaviour name → `None` (passed) or `Some(message)` (failed).
     outcomes: Vec<HashMap<String, Option<String>>>,
@@ -170,13 +173,15 @@ impl SuiteJob {
         host_local: bool,
         per_host: Option<usize>,
         messages: bool,
+        allocated: bool,
     ) -> SuiteJob {
         let dir = std::env::temp_dir().join(format!(
-            "tiers-mpi-suite-{}-{n}-{}-{}-{}",
+            "tiers-mpi-suite-{}-{n}-{}-{}-{}-{}",
             std::process::id(),
             u8::from(host_local),
             per_host.unwrap_or(0),
-            u8::from(messages)
+            u8::from(messages),
+            u8::from(allocated)
         ));
         let per = per_host.map(|k| k.to_string());
         let mut env = vec![(RESULTS, dir.to_str().expect("a UTF-8 temporary directory"))];
@@ -185,6 +190,9 @@ impl SuiteJob {
         }
         if messages {
             env.push(("TIERS_MPI_ONESIDED", "messages"));
+        }
+        if allocated {
+            env.push(("OMPI_MCA_btl_vader_single_copy_mechanism", "none"));
         }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("results directory");
@@ -210,6 +218,7 @@ impl SuiteJob {
             host_local,
             per_host,
             messages,
+            allocated,
             success,
             outcomes,
         }
@@ -223,6 +232,9 @@ impl SuiteJob {
         };
         if self.messages {
             job += ", one-sided as messages";
+        }
+        if self.allocated {
+            job += ", segment memory from MPI_Win_allocate";
         }
         let failed = self.failures(behaviour);
         if !failed.is_empty() {
@@ -283,16 +295,19 @@ fn jobs() -> Option<&'static Jobs> {
             let mut suite = Vec::new();
             for n in [2, 4] {
                 for host_local in [true, false] {
-                    suite.push(SuiteJob::run(&m, n, host_local, None, false));
+                    suite.push(SuiteJob::run(&m, n, host_local, None, false, false));
                 }
             }
             // Two hosts of two ranks on this machine: the hierarchical paths (shared memory
             // inside a host, MPI between the hosts' leaders).
-            suite.push(SuiteJob::run(&m, 4, true, Some(2), false));
+            suite.push(SuiteJob::run(&m, 4, true, Some(2), false, false));
             // One-sided operations between hosts as ordered messages: every rank its own
             // host, and two hosts of two.
-            suite.push(SuiteJob::run(&m, 4, false, None, true));
-            suite.push(SuiteJob::run(&m, 4, true, Some(2), true));
+            suite.push(SuiteJob::run(&m, 4, false, None, true, false));
+            suite.push(SuiteJob::run(&m, 4, true, Some(2), true, false));
+            // Every rank its own host with segment memory MPI allocated (where Open MPI's
+            // shared-memory transport does not crash on it: see the engine's README).
+            suite.push(SuiteJob::run(&m, 3, false, None, false, true));
             Some(Jobs {
                 suite,
                 threads: threads.join().expect("threaded jobs"),

@@ -154,6 +154,44 @@ fn ring_by(l: &Line, n: u32) {
 }
 
 impl<B: Backing> MemEngine<B> {
+    /// Moves this rank's part of the ready segment `seg` into `m` (zeroed, at least as long),
+    /// header included: for a host of one rank whose segment memory an MPI window allocates
+    /// (the `mpi` engine with every rank its own host, where `MPI_Win_allocate` lets MPI use
+    /// its fastest one-sided path). No other process maps the old memory (the host has no
+    /// other rank); a thread of this one that reached it through the old table keeps it alive
+    /// (the table goes to the graveyard), but writes it makes there are lost: the segment is
+    /// not the program's until its creation returns.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn segment_adopt(&self, seg: u32, m: Arc<Mapping>) -> Result<()> {
+        let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
+        let old = self.table(&s, seg, self.rank)?;
+        let size = old.sizes[self.rank];
+        if self.size != 1 || m.len() < SEG_HEADER + size || m.ptr() as usize % 64 != 0 {
+            return Err(Error::Setup(format!(
+                "segment {seg}: cannot move {size} bytes of a host of {} ranks into {} bytes at {:p}",
+                self.size,
+                m.len(),
+                m.ptr()
+            )));
+        }
+        // SAFETY: both mappings hold at least SEG_HEADER bytes and are distinct; the header's
+        // words are not changing (the segment's creation has not returned).
+        unsafe { std::ptr::copy_nonoverlapping(old.maps[self.rank].ptr(), m.ptr(), SEG_HEADER) };
+        let mut maps = old.maps.clone();
+        maps[self.rank] = m;
+        let t = Arc::new(SegTable {
+            maps,
+            sizes: old.sizes.clone(),
+        });
+        self.ready[seg as usize].store(Arc::as_ptr(&t) as *mut SegTable, Ordering::Release);
+        s[seg as usize] = SegSlot::Ready(t);
+        self.graveyard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(old);
+        Ok(())
+    }
+
     /// Joins the job as `rank`: marks it healthy and records its pid.
     pub(crate) fn new(b: B, rank: Rank) -> Self {
         let ctl = b.ctl();

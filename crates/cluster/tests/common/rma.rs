@@ -298,14 +298,19 @@ pub fn notify_waitsome_times_out(w: &World) {
     f.done();
 }
 
-/// A deleted segment is refused as a target; created again (with another size) it is zeroed
-/// and reachable.
+/// A deleted segment is refused as a target, while a view taken before stays readable;
+/// created again (with another size) it is zeroed and reachable.
 pub fn deleted_segment_is_gone_and_can_be_recreated(w: &World) {
     let f = Fixture::new(w);
     // Dirty the memory the new segment 2 may get, to see that it comes back zeroed.
     ok(f.s2.set::<u64>(0, u64::MAX), "dirty");
     ok(w.barrier(BLK), "barrier");
     ok(w.segment_delete(S2, BLK), "delete");
+    // A view taken before the deletion still reads the memory it had (it keeps it alive).
+    assert_eq!(
+        ok(f.s2.get::<u64>(0), "a view after the deletion"),
+        u64::MAX
+    );
     assert_eq!(
         f.q.write(S1.at(0), S2.on(f.next, 0), 8),
         Err(Error::NoSuchSegment {

@@ -188,6 +188,18 @@ struct MpiSeg {
     sizes: Vec<usize>,
     /// The window over header + data, collective over all ranks.
     win: Win,
+    /// Where each rank's header starts in its part of the window, when MPI allocated the
+    /// memory (aligned inside it, see `segments.rs`); empty: at 0.
+    pads: Vec<usize>,
+}
+
+impl MpiSeg {
+    /// The displacement in `rank`'s part of the window of byte `off` of its mapping (header
+    /// included).
+    #[inline]
+    fn disp(&self, rank: Rank, off: usize) -> usize {
+        self.pads.get(rank).copied().unwrap_or(0) + off
+    }
 }
 
 // SAFETY: `data` points into a mapping kept alive by `_keep`; it is only used for bounds-checked
@@ -254,10 +266,40 @@ pub struct MpiEngine {
     /// One-sided operations between hosts as ordered messages (`TIERS_MPI_ONESIDED=messages`,
     /// see `am.rs`) rather than through the windows.
     am: Option<am::Am>,
+    /// Segment memory comes from `MPI_Win_allocate`: every rank is alone on its host, and
+    /// `TIERS_MPI_ALLOCATE=1`, or it is unset and [`allocate_is_safe`] (see `segments.rs`).
+    allocate: bool,
+    /// Windows of deleted segments whose memory came from MPI: freed with the engine.
+    retired: Mutex<Vec<Win>>,
     /// How long a wait polls MPI before it naps.
     spin: Duration,
     /// Open MPI was told to yield when idle: waits yield rather than spin.
     yields: bool,
+}
+
+/// Whether MPI may allocate segment memory (`MPI_Win_allocate`) without crashing: not where
+/// Open MPI's shared-memory transport (`vader`, alias `sm`) moves data with its single-copy
+/// mechanism, because there a 64-bit `MPI_Compare_and_swap` on an allocated window ends the
+/// process with a segmentation fault inside the transport (Open MPI 4.0.4 to 4.1.x: its
+/// issues 7967 and 11349; reproduced here with a C program on 4.1.4, which passes with
+/// `--mca btl_vader_single_copy_mechanism none`, with `--mca btl self,tcp` and on created
+/// windows). `mpirun --mca NAME VALUE` reaches the ranks as `OMPI_MCA_NAME`.
+fn allocate_is_safe() -> bool {
+    if !raw::is_open_mpi() {
+        return true;
+    }
+    let mca = |name: &str| std::env::var(format!("OMPI_MCA_{name}")).ok();
+    if mca("btl_vader_single_copy_mechanism").as_deref() == Some("none") {
+        return true;
+    }
+    let Some(btl) = mca("btl") else {
+        return false;
+    };
+    let shared = |list: &str| list.split(',').any(|b| matches!(b.trim(), "vader" | "sm"));
+    match btl.strip_prefix('^') {
+        Some(excluded) => shared(excluded),
+        None => !shared(&btl),
+    }
 }
 
 fn job_id(leader_pid: u32) -> String {
@@ -284,6 +326,18 @@ impl MpiEngine {
                 )))
             }
             None => super::onesided_messages_preferred(),
+        };
+        let allocate = match config::env_str(env::MPI_ALLOCATE).as_deref() {
+            Some("1") => Some(true),
+            Some("0") => Some(false),
+            Some(other) => {
+                return Err(Error::Setup(format!(
+                    "{}={other}: expected 1 (segment memory from MPI_Win_allocate when every \
+                     rank is alone on its host) or 0 (never)",
+                    env::MPI_ALLOCATE
+                )))
+            }
+            None => None,
         };
         raw::init(cfg.threading)?;
         let setup = Deadline::Never;
@@ -433,6 +487,8 @@ impl MpiEngine {
             } else {
                 None
             },
+            allocate: hosts == size && hosts > 1 && allocate.unwrap_or_else(allocate_is_safe),
+            retired: Mutex::new(Vec::new()),
             spin: if hsize <= cpus {
                 config::MPI_SPIN
             } else {
@@ -534,6 +590,17 @@ impl MpiEngine {
         Ok(s)
     }
 
+    /// Whether an atomic on `rank`'s words (with other hosts in the job) may be a processor
+    /// atomic here: in the messages mode, where every atomic is one at its target, and on this
+    /// rank's own words when MPI applies other ranks' atomics inside this rank's MPI calls
+    /// (windows over memory of tiers' own). Not on memory MPI allocated: there Open MPI's
+    /// components apply them from the origin (within a node, on the shared memory), with an
+    /// atomicity only among MPI's own atomics (seen: two compare-and-swaps of the same value
+    /// both winning).
+    fn own_atomics(&self, rank: Rank) -> bool {
+        self.am.is_some() || (rank == self.rank && !self.allocate)
+    }
+
     fn seg(&self, seg: u32, rank: Rank) -> Result<Arc<MpiSeg>> {
         let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
         match s.get(seg as usize) {
@@ -577,7 +644,7 @@ impl MpiEngine {
         )?;
         // SAFETY: local_off + len <= size of this rank's segment (checked above).
         let src = unsafe { l.data.add(lp) };
-        f(src, r, SEG_HEADER + t.remote.offset)
+        f(src, r, r.disp(t.remote.rank, SEG_HEADER + t.remote.offset))
     }
 
     fn notify_remote(
@@ -599,7 +666,7 @@ impl MpiEngine {
         self.flush_deferred(Some(rank))?;
         let s = self.seg(seg, rank)?;
         let v = Box::new(value);
-        let disp = std::mem::offset_of!(SegHeader, notif) + id * 4;
+        let disp = s.disp(rank, std::mem::offset_of!(SegHeader, notif) + id * 4);
         // SAFETY: the value lives in the queue until the queue's wait has flushed this target;
         // the displacement lies in the target's header (id < NOTIFICATIONS, checked by World).
         let req = unsafe { s.win.rput(&*v as *const u32 as *const u8, 4, rank, disp)? };
@@ -920,10 +987,12 @@ impl Engine for MpiEngine {
         // calls, on this thread, so they cannot interleave (and Open MPI's rdma component
         // crashed on atomics to self over `MPI_Win_create` memory).
         // In the messages mode every atomic is a processor atomic at its target, so the
-        // host's own ranks use theirs directly.
+        // host's own ranks use theirs directly. On memory MPI allocated, MPI may apply other
+        // ranks' atomics from their side (shared memory within a node), so this rank's own go
+        // through MPI too (see `own_atomics`).
         if let Some(i) = self
             .local(rank)
-            .filter(|_| self.hosts == 1 || rank == self.rank || self.am.is_some())
+            .filter(|_| self.hosts == 1 || self.own_atomics(rank))
         {
             return self
                 .host
@@ -936,7 +1005,8 @@ impl Engine for MpiEngine {
         }
         self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
-        s.win.fetch_add(rank, SEG_HEADER + offset, value)
+        s.win
+            .fetch_add(rank, s.disp(rank, SEG_HEADER + offset), value)
     }
 
     fn atomic_compare_swap(
@@ -951,7 +1021,7 @@ impl Engine for MpiEngine {
         // `atomic_fetch_add`).
         if let Some(i) = self
             .local(rank)
-            .filter(|_| self.hosts == 1 || rank == self.rank || self.am.is_some())
+            .filter(|_| self.hosts == 1 || self.own_atomics(rank))
         {
             return self
                 .host
@@ -964,7 +1034,8 @@ impl Engine for MpiEngine {
         }
         self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
-        s.win.compare_swap(rank, SEG_HEADER + offset, expected, new)
+        s.win
+            .compare_swap(rank, s.disp(rank, SEG_HEADER + offset), expected, new)
     }
 
     /// In the messages mode, a store message behind the queue's writes to another host
@@ -1132,6 +1203,10 @@ impl Drop for MpiEngine {
                     let _ = m.win.free();
                 }
             }
+        }
+        // Deleted in the same order on every rank (deletion is collective).
+        for w in std::mem::take(&mut *self.retired.get_mut().unwrap_or_else(|e| e.into_inner())) {
+            let _ = w.free();
         }
     }
 }
