@@ -267,7 +267,7 @@ pub struct MpiEngine {
     /// see `am.rs`) rather than through the windows.
     am: Option<am::Am>,
     /// Segment memory comes from `MPI_Win_allocate`: every rank is alone on its host, and
-    /// `TIERS_MPI_ALLOCATE=1`, or it is unset and [`allocate_is_safe`] (see `segments.rs`).
+    /// `TIERS_MPI_ALLOCATE=1`, or it is unset and [`segments::allocate_is_safe`].
     allocate: bool,
     /// Windows of deleted segments whose memory came from MPI: freed with the engine.
     retired: Mutex<Vec<Win>>,
@@ -275,31 +275,6 @@ pub struct MpiEngine {
     spin: Duration,
     /// Open MPI was told to yield when idle: waits yield rather than spin.
     yields: bool,
-}
-
-/// Whether MPI may allocate segment memory (`MPI_Win_allocate`) without crashing: not where
-/// Open MPI's shared-memory transport (`vader`, alias `sm`) moves data with its single-copy
-/// mechanism, because there a 64-bit `MPI_Compare_and_swap` on an allocated window ends the
-/// process with a segmentation fault inside the transport (Open MPI 4.0.4 to 4.1.x: its
-/// issues 7967 and 11349; reproduced here with a C program on 4.1.4, which passes with
-/// `--mca btl_vader_single_copy_mechanism none`, with `--mca btl self,tcp` and on created
-/// windows). `mpirun --mca NAME VALUE` reaches the ranks as `OMPI_MCA_NAME`.
-fn allocate_is_safe() -> bool {
-    if !raw::is_open_mpi() {
-        return true;
-    }
-    let mca = |name: &str| std::env::var(format!("OMPI_MCA_{name}")).ok();
-    if mca("btl_vader_single_copy_mechanism").as_deref() == Some("none") {
-        return true;
-    }
-    let Some(btl) = mca("btl") else {
-        return false;
-    };
-    let shared = |list: &str| list.split(',').any(|b| matches!(b.trim(), "vader" | "sm"));
-    match btl.strip_prefix('^') {
-        Some(excluded) => shared(excluded),
-        None => !shared(&btl),
-    }
 }
 
 fn job_id(leader_pid: u32) -> String {
@@ -487,7 +462,9 @@ impl MpiEngine {
             } else {
                 None
             },
-            allocate: hosts == size && hosts > 1 && allocate.unwrap_or_else(allocate_is_safe),
+            allocate: hosts == size
+                && hosts > 1
+                && allocate.unwrap_or_else(segments::allocate_is_safe),
             retired: Mutex::new(Vec::new()),
             spin: if hsize <= cpus {
                 config::MPI_SPIN

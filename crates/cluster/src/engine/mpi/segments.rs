@@ -192,3 +192,59 @@ const ALLOCATE_MAX: usize = 64 << 20;
 /// Where the header of a segment in memory MPI allocated starts: a page boundary, so that the
 /// data (a whole number of pages after it) is page-aligned, as in memory of tiers' own.
 const SEG_ALIGN: usize = 4096;
+
+/// Whether MPI may allocate segment memory (`MPI_Win_allocate`) without crashing: not where
+/// Open MPI's shared-memory transport (`vader`, alias `sm`) moves data with its single-copy
+/// mechanism, because there a 64-bit `MPI_Compare_and_swap` on an allocated window ends the
+/// process with a segmentation fault inside the transport (Open MPI 4.0.4 to 4.1.x: its
+/// issues 7967 and 11349; reproduced here with a C program on 4.1.4, which passes with
+/// `--mca btl_vader_single_copy_mechanism none`, with `--mca btl self,tcp` and on created
+/// windows). `mpirun --mca NAME VALUE` reaches the ranks as `OMPI_MCA_NAME`.
+pub(super) fn allocate_is_safe() -> bool {
+    let mca = |name: &str| std::env::var(format!("OMPI_MCA_{name}")).ok();
+    !raw::is_open_mpi()
+        || vader_out_of_the_way(
+            mca("btl_vader_single_copy_mechanism").as_deref(),
+            mca("btl").as_deref(),
+        )
+}
+
+/// Whether Open MPI's settings `btl_vader_single_copy_mechanism` and `btl` keep vader's
+/// single copy away from one-sided operations: it is off, or vader (alias `sm`) is not among
+/// the transports (`btl` lists the ones to use, or with a leading `^` the ones not to).
+fn vader_out_of_the_way(single_copy: Option<&str>, btl: Option<&str>) -> bool {
+    if single_copy == Some("none") {
+        return true;
+    }
+    let Some(btl) = btl else {
+        return false;
+    };
+    let shared = |list: &str| list.split(',').any(|b| matches!(b.trim(), "vader" | "sm"));
+    match btl.strip_prefix('^') {
+        Some(excluded) => shared(excluded),
+        None => !shared(btl),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vader_out_of_the_way as out;
+
+    #[test]
+    fn vader_settings_are_read_as_open_mpi_reads_them() {
+        assert!(
+            !out(None, None),
+            "Open MPI's defaults: vader with its single copy"
+        );
+        assert!(out(Some("none"), None));
+        assert!(!out(Some("cma"), None));
+        assert!(out(None, Some("self,tcp")));
+        assert!(out(None, Some("tcp, self")));
+        assert!(!out(None, Some("self,vader,tcp")));
+        assert!(!out(None, Some("sm,self")));
+        assert!(out(None, Some("^vader")));
+        assert!(out(None, Some("^openib,sm")));
+        assert!(!out(None, Some("^openib")));
+        assert!(!out(None, Some("smcuda,vader")));
+    }
+}
