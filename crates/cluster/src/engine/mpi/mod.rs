@@ -193,6 +193,22 @@ struct MpiSeg {
     pads: Vec<usize>,
 }
 
+/// A segment found for an atomic: through the lock-free table, or held.
+enum SegRef<'a> {
+    Ready(&'a MpiSeg),
+    Held(Arc<MpiSeg>),
+}
+
+impl std::ops::Deref for SegRef<'_> {
+    type Target = MpiSeg;
+    fn deref(&self) -> &MpiSeg {
+        match self {
+            SegRef::Ready(s) => s,
+            SegRef::Held(s) => s,
+        }
+    }
+}
+
 impl MpiSeg {
     /// The displacement in `rank`'s part of the window of byte `off` of its mapping (header
     /// included).
@@ -269,8 +285,12 @@ pub struct MpiEngine {
     /// Segment memory comes from `MPI_Win_allocate`: every rank is alone on its host, and
     /// `TIERS_MPI_ALLOCATE=1`, or it is unset and [`segments::allocate_is_safe`].
     allocate: bool,
-    /// Windows of deleted segments whose memory came from MPI: freed with the engine.
-    retired: Mutex<Vec<Win>>,
+    /// Segments on memory MPI allocated, for the atomics' lock-free lookup: `Arc::as_ptr` of
+    /// the ready segment, null otherwise.
+    ready: Box<[std::sync::atomic::AtomicPtr<MpiSeg>]>,
+    /// Deleted segments whose memory came from MPI (and their windows): freed with the
+    /// engine, since lock-free readers of `ready` and the host engine's may still hold them.
+    retired: Mutex<Vec<Arc<MpiSeg>>>,
     /// How long a wait polls MPI before it naps.
     spin: Duration,
     /// Open MPI was told to yield when idle: waits yield rather than spin.
@@ -465,6 +485,9 @@ impl MpiEngine {
             allocate: hosts == size
                 && hosts > 1
                 && allocate.unwrap_or_else(segments::allocate_is_safe),
+            ready: (0..MAX_SEGMENTS)
+                .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
             retired: Mutex::new(Vec::new()),
             spin: if hsize <= cpus {
                 config::MPI_SPIN
@@ -558,8 +581,18 @@ impl MpiEngine {
 
     /// The segment holding the 8-byte atomic word at `seg[offset]` of `rank` (another host),
     /// after checking the word is in bounds and aligned.
-    fn atomic_seg(&self, seg: u32, rank: Rank, offset: usize) -> Result<Arc<MpiSeg>> {
-        let s = self.seg(seg, rank)?;
+    fn atomic_seg(&self, seg: u32, rank: Rank, offset: usize) -> Result<SegRef<'_>> {
+        let s = match self
+            .ready
+            .get(seg as usize)
+            .map(|p| p.load(Ordering::Acquire))
+        {
+            // SAFETY: non-null pointers in `ready` are `Arc::as_ptr` of segments on memory MPI
+            // allocated, kept (in `segs`, then in `retired`) until the engine is dropped, which
+            // `&self` prevents.
+            Some(p) if !p.is_null() => SegRef::Ready(unsafe { &*p }),
+            _ => SegRef::Held(self.seg(seg, rank)?),
+        };
         check(s.sizes[rank], rank, seg, offset, 8)?;
         if offset % 8 != 0 {
             return Err(Error::Misaligned { offset, align: 8 });
@@ -1182,8 +1215,10 @@ impl Drop for MpiEngine {
             }
         }
         // Deleted in the same order on every rank (deletion is collective).
-        for w in std::mem::take(&mut *self.retired.get_mut().unwrap_or_else(|e| e.into_inner())) {
-            let _ = w.free();
+        for m in std::mem::take(&mut *self.retired.get_mut().unwrap_or_else(|e| e.into_inner())) {
+            if let Ok(m) = Arc::try_unwrap(m) {
+                let _ = m.win.free();
+            }
         }
     }
 }

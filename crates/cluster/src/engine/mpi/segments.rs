@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::sys::Mapping;
 use crate::timeout::Timeout;
 use raw::Win;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl MpiEngine {
@@ -87,14 +88,20 @@ impl MpiEngine {
                 (win, data, keep, Vec::new())
             }
         };
-        s[seg as usize] = Slot::Ready(Arc::new(MpiSeg {
+        let m = Arc::new(MpiSeg {
             data,
             size: len,
             _keep: keep,
             sizes: sizes.into_iter().map(|x| x as usize).collect(),
             win,
             pads,
-        }));
+        });
+        if !m.pads.is_empty() {
+            // On memory MPI allocated the segment stays until the engine ends: its atomics
+            // find it without a lock.
+            self.ready[seg as usize].store(Arc::as_ptr(&m) as *mut MpiSeg, Ordering::Release);
+        }
+        s[seg as usize] = Slot::Ready(m);
         Ok(())
     }
 
@@ -109,29 +116,33 @@ impl MpiEngine {
             let mut s = self.segs.write().unwrap_or_else(|e| e.into_inner());
             std::mem::replace(&mut s[seg as usize], Slot::Empty)
         };
-        if let Slot::Ready(mut m) = slot {
-            // Wait for threads still inside a transfer on this segment.
-            let mut backoff = tiers_node::Backoff::new().never_sleep();
-            let m = loop {
-                match Arc::try_unwrap(m) {
-                    Ok(x) => break x,
-                    Err(a) => {
-                        m = a;
-                        backoff.snooze();
-                    }
-                }
-            };
-            if self.allocate {
-                // The host engine's lock-free readers may still hold its old table (kept until
-                // the engine ends, as the shm engine keeps deleted segments' memory): the
-                // window, which owns that memory, is freed with the engine.
+        match slot {
+            Slot::Ready(m) if !m.pads.is_empty() => {
+                // The window, which owns the memory, goes with the engine: the host engine's
+                // lock-free readers may still hold its old table, and this engine's (`ready`)
+                // the segment (the shm engine keeps deleted segments' memory until its end
+                // the same way).
+                self.ready[seg as usize].store(std::ptr::null_mut(), Ordering::Release);
                 self.retired
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(m.win);
-            } else {
+                    .push(m);
+            }
+            Slot::Ready(mut m) => {
+                // Wait for threads still inside a transfer on this segment.
+                let mut backoff = tiers_node::Backoff::new().never_sleep();
+                let m = loop {
+                    match Arc::try_unwrap(m) {
+                        Ok(x) => break x,
+                        Err(a) => {
+                            m = a;
+                            backoff.snooze();
+                        }
+                    }
+                };
                 m.win.free()?;
             }
+            _ => {}
         }
         self.host_wait(timeout.deadline(), |t| self.host.segment_delete(seg, t))
     }
