@@ -193,22 +193,6 @@ struct MpiSeg {
     pads: Vec<usize>,
 }
 
-/// A segment found for an atomic: through the lock-free table, or held.
-enum SegRef<'a> {
-    Ready(&'a MpiSeg),
-    Held(Arc<MpiSeg>),
-}
-
-impl std::ops::Deref for SegRef<'_> {
-    type Target = MpiSeg;
-    fn deref(&self) -> &MpiSeg {
-        match self {
-            SegRef::Ready(s) => s,
-            SegRef::Held(s) => s,
-        }
-    }
-}
-
 impl MpiSeg {
     /// The displacement in `rank`'s part of the window of byte `off` of its mapping (header
     /// included).
@@ -579,38 +563,6 @@ impl MpiEngine {
         self.local_index.get(r).copied().flatten()
     }
 
-    /// The segment holding the 8-byte atomic word at `seg[offset]` of `rank` (another host),
-    /// after checking the word is in bounds and aligned.
-    fn atomic_seg(&self, seg: u32, rank: Rank, offset: usize) -> Result<SegRef<'_>> {
-        let s = match self
-            .ready
-            .get(seg as usize)
-            .map(|p| p.load(Ordering::Acquire))
-        {
-            // SAFETY: non-null pointers in `ready` are `Arc::as_ptr` of segments on memory MPI
-            // allocated, kept (in `segs`, then in `retired`) until the engine is dropped, which
-            // `&self` prevents.
-            Some(p) if !p.is_null() => SegRef::Ready(unsafe { &*p }),
-            _ => SegRef::Held(self.seg(seg, rank)?),
-        };
-        check(s.sizes[rank], rank, seg, offset, 8)?;
-        if offset % 8 != 0 {
-            return Err(Error::Misaligned { offset, align: 8 });
-        }
-        Ok(s)
-    }
-
-    /// Whether an atomic on `rank`'s words (with other hosts in the job) may be a processor
-    /// atomic here: in the messages mode, where every atomic is one at its target, and on this
-    /// rank's own words when MPI applies other ranks' atomics inside this rank's MPI calls
-    /// (windows over memory of tiers' own). Not on memory MPI allocated: there Open MPI's
-    /// components apply them from the origin (within a node, on the shared memory), with an
-    /// atomicity only among MPI's own atomics (seen: two compare-and-swaps of the same value
-    /// both winning).
-    fn own_atomics(&self, rank: Rank) -> bool {
-        self.am.is_some() || (rank == self.rank && !self.allocate)
-    }
-
     fn seg(&self, seg: u32, rank: Rank) -> Result<Arc<MpiSeg>> {
         let s = self.segs.read().unwrap_or_else(|e| e.into_inner());
         match s.get(seg as usize) {
@@ -742,7 +694,7 @@ impl MpiEngine {
 }
 
 /// `offset + len` within `size`: returns `offset`.
-fn check(size: usize, rank: Rank, seg: u32, offset: usize, len: usize) -> Result<usize> {
+pub(super) fn check(size: usize, rank: Rank, seg: u32, offset: usize, len: usize) -> Result<usize> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(offset),
         _ => Err(Error::OutOfBounds {

@@ -1,11 +1,12 @@
 //! Segment creation and deletion between hosts: the host-local segment, the agreement on the
 //! call, the allgather of the sizes and the MPI window over the host's memory (resumable after
-//! a timeout), and the reverse.
+//! a timeout), and the reverse; on memory MPI allocates, the adoption of that memory and the
+//! lock-free lookup of the segments for atomics.
 
-use super::{raw, MpiEngine, MpiSeg, Slot, SEG_HEADER};
+use super::{check, raw, MpiEngine, MpiSeg, Slot, SEG_HEADER};
 use crate::collective::Collective;
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Error, Rank, Result};
 use crate::sys::Mapping;
 use crate::timeout::Timeout;
 use raw::Win;
@@ -13,6 +14,38 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl MpiEngine {
+    /// The segment holding the 8-byte atomic word at `seg[offset]` of `rank` (another host),
+    /// after checking the word is in bounds and aligned.
+    pub(super) fn atomic_seg(&self, seg: u32, rank: Rank, offset: usize) -> Result<SegRef<'_>> {
+        let s = match self
+            .ready
+            .get(seg as usize)
+            .map(|p| p.load(Ordering::Acquire))
+        {
+            // SAFETY: non-null pointers in `ready` are `Arc::as_ptr` of segments on memory MPI
+            // allocated, kept (in `segs`, then in `retired`) until the engine is dropped, which
+            // `&self` prevents.
+            Some(p) if !p.is_null() => SegRef::Ready(unsafe { &*p }),
+            _ => SegRef::Held(self.seg(seg, rank)?),
+        };
+        check(s.sizes[rank], rank, seg, offset, 8)?;
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset, align: 8 });
+        }
+        Ok(s)
+    }
+
+    /// Whether an atomic on `rank`'s words (with other hosts in the job) may be a processor
+    /// atomic here: in the messages mode, where every atomic is one at its target, and on this
+    /// rank's own words when MPI applies other ranks' atomics inside this rank's MPI calls
+    /// (windows over memory of tiers' own). Not on memory MPI allocated: there Open MPI's
+    /// components apply them from the origin (within a node, on the shared memory), with an
+    /// atomicity only among MPI's own atomics (seen: two compare-and-swaps of the same value
+    /// both winning).
+    pub(super) fn own_atomics(&self, rank: Rank) -> bool {
+        self.am.is_some() || (rank == self.rank && !self.allocate)
+    }
+
     /// `segment_create` between hosts (resumable): the host-local creation, the agreement on
     /// the call (undoing the host's creation when some rank called something else), the
     /// allgather of the sizes, the window.
@@ -193,6 +226,22 @@ impl MpiEngine {
             m,
             pads.into_iter().map(|p| p as usize).collect(),
         )))
+    }
+}
+
+/// A segment found for an atomic: through the lock-free table, or held.
+pub(super) enum SegRef<'a> {
+    Ready(&'a MpiSeg),
+    Held(Arc<MpiSeg>),
+}
+
+impl std::ops::Deref for SegRef<'_> {
+    type Target = MpiSeg;
+    fn deref(&self) -> &MpiSeg {
+        match self {
+            SegRef::Ready(s) => s,
+            SegRef::Held(s) => s,
+        }
     }
 }
 
