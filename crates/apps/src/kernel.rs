@@ -182,6 +182,140 @@ pub fn pick3() -> Run3 {
     run3_base
 }
 
+/// The pair kernel: [`run3`]'s sums for row i over a column run (which must start at a
+/// multiple of 4), and at once the terms each column's own row receives from row i, added
+/// into `col` (term k of the w columns at `col[k * w..(k + 1) * w]`; the caller keeps one such
+/// block per lane l = i mod 4). Row j's terms from column i are row i's terms from column j
+/// negated (e_ji = −e_ij exactly in IEEE arithmetic; d and δ/d the same when δ_ji = δ_ij), the
+/// stress term the same, so subtracting (adding) here gives row j's sums bit for bit as
+/// [`run3`] would over row i's tile, lane i mod 4 taking column i.
+pub type Pair3 = fn(&[f32], [&[f64]; 3], [f64; 3], &mut Lanes, &mut [f64]);
+
+fn pair3_base(dl: &[f32], cols: [&[f64]; 3], p: [f64; 3], lanes: &mut Lanes, col: &mut [f64]) {
+    let w = dl.len();
+    let [xs, ys, zs] = cols;
+    assert!(xs.len() >= w && ys.len() >= w && zs.len() >= w && col.len() >= 4 * w);
+    for j in 0..w {
+        let e0 = p[0] - xs[j];
+        let e1 = p[1] - ys[j];
+        let e2 = p[2] - zs[j];
+        let dd = f64::from(dl[j]);
+        let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
+        let r = dd / dist.max(TINY);
+        let t = [r * e0, r * e1, r * e2, (dist - dd) * (dist - dd)];
+        let l = j % LANES;
+        for k in 0..3 {
+            lanes[k][l] += t[k];
+            col[k * w + j] -= t[k];
+        }
+        lanes[3][l] += t[3];
+        col[3 * w + j] += t[3];
+    }
+}
+
+/// [`pair3_base`] in AVX2, the same bits (each operation rounded as there, lane l taking the
+/// columns j ≡ l mod 4).
+///
+/// # Safety
+/// The processor must support AVX2 and FMA; slice lengths are checked inside.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pair3_avx2(
+    dl: &[f32],
+    cols: [&[f64]; 3],
+    p: [f64; 3],
+    lanes: &mut Lanes,
+    col: &mut [f64],
+) {
+    use core::arch::x86_64::*;
+    let w = dl.len();
+    let [xs, ys, zs] = cols;
+    assert!(xs.len() >= w && ys.len() >= w && zs.len() >= w && col.len() >= 4 * w);
+    let full = w - w % LANES;
+    let (px, py, pz) = (
+        _mm256_set1_pd(p[0]),
+        _mm256_set1_pd(p[1]),
+        _mm256_set1_pd(p[2]),
+    );
+    let tiny = _mm256_set1_pd(TINY);
+    // SAFETY: each lanes[k] is four f64s, the size of one 256-bit vector.
+    let mut a: [__m256d; 4] =
+        core::array::from_fn(|k| unsafe { _mm256_loadu_pd(lanes[k].as_ptr()) });
+    let cp = col.as_mut_ptr();
+    let mut j = 0;
+    while j < full {
+        // SAFETY: j + 4 <= full <= w, every input slice holds at least w values and `col` at
+        // least 4w (asserted), so the loads below and the column loads and stores at
+        // k * w + j (k < 4) stay inside them.
+        unsafe {
+            let d = _mm256_cvtps_pd(_mm_loadu_ps(dl.as_ptr().add(j)));
+            let e0 = _mm256_sub_pd(px, _mm256_loadu_pd(xs.as_ptr().add(j)));
+            let e1 = _mm256_sub_pd(py, _mm256_loadu_pd(ys.as_ptr().add(j)));
+            let e2 = _mm256_sub_pd(pz, _mm256_loadu_pd(zs.as_ptr().add(j)));
+            let ss = _mm256_add_pd(
+                _mm256_add_pd(_mm256_mul_pd(e0, e0), _mm256_mul_pd(e1, e1)),
+                _mm256_mul_pd(e2, e2),
+            );
+            let dist = _mm256_sqrt_pd(ss);
+            let r = _mm256_div_pd(d, _mm256_max_pd(dist, tiny));
+            let diff = _mm256_sub_pd(dist, d);
+            let t = [
+                _mm256_mul_pd(r, e0),
+                _mm256_mul_pd(r, e1),
+                _mm256_mul_pd(r, e2),
+                _mm256_mul_pd(diff, diff),
+            ];
+            for k in 0..3 {
+                a[k] = _mm256_add_pd(a[k], t[k]);
+                let c = cp.add(k * w + j);
+                _mm256_storeu_pd(c, _mm256_sub_pd(_mm256_loadu_pd(c), t[k]));
+            }
+            a[3] = _mm256_add_pd(a[3], t[3]);
+            let c = cp.add(3 * w + j);
+            _mm256_storeu_pd(c, _mm256_add_pd(_mm256_loadu_pd(c), t[3]));
+        }
+        j += LANES;
+    }
+    for k in 0..4 {
+        // SAFETY: as for the loads above.
+        unsafe { _mm256_storeu_pd(lanes[k].as_mut_ptr(), a[k]) };
+    }
+    for j in full..w {
+        let e0 = p[0] - xs[j];
+        let e1 = p[1] - ys[j];
+        let e2 = p[2] - zs[j];
+        let dd = f64::from(dl[j]);
+        let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
+        let r = dd / dist.max(TINY);
+        let t = [r * e0, r * e1, r * e2, (dist - dd) * (dist - dd)];
+        let l = j % LANES;
+        for k in 0..3 {
+            lanes[k][l] += t[k];
+            col[k * w + j] -= t[k];
+        }
+        lanes[3][l] += t[3];
+        col[3 * w + j] += t[3];
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn pair3_avx2_safe(dl: &[f32], cols: [&[f64]; 3], p: [f64; 3], lanes: &mut Lanes, col: &mut [f64]) {
+    // SAFETY: only handed out by `pick_pair3` after `is_x86_feature_detected!` confirmed AVX2
+    // and FMA, the features `pair3_avx2` is compiled for.
+    unsafe { pair3_avx2(dl, cols, p, lanes, col) }
+}
+
+/// Chooses the pair kernel: AVX2+FMA when the processor has them.
+pub fn pick_pair3() -> Pair3 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return pair3_avx2_safe;
+        }
+    }
+    pair3_base
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +324,58 @@ mod tests {
         let mut lanes = Lanes::default();
         k(dl, xs, ys, zs, p, &mut lanes);
         finish(&lanes)
+    }
+
+    #[test]
+    fn pair_kernels_agree_and_give_the_columns_rows_sums() {
+        let w = 22;
+        let xs: Vec<f64> = (0..w).map(|i| (i as f64 * 0.37).sin()).collect();
+        let ys: Vec<f64> = (0..w).map(|i| (i as f64 * 0.11).cos()).collect();
+        let zs: Vec<f64> = (0..w).map(|i| i as f64 * 0.05).collect();
+        // Rows: six points, one of them coinciding with column 7.
+        let rows: Vec<[f64; 3]> = (0..6)
+            .map(|i| match i {
+                2 => [xs[7], ys[7], zs[7]],
+                _ => [i as f64 * 0.3, 1.0 - i as f64 * 0.2, (i as f64).sqrt()],
+            })
+            .collect();
+        let dl = |i: usize, j: usize| 0.1 + ((i * 7 + j) % 5) as f32 * 0.2;
+        let mut results = Vec::new();
+        for k in [pair3_base as Pair3, pick_pair3()] {
+            let mut col = vec![0.0; 16 * w];
+            let mut row_sums = Vec::new();
+            for (i, &p) in rows.iter().enumerate() {
+                let d: Vec<f32> = (0..w).map(|j| dl(i, j)).collect();
+                let mut lanes = Lanes::default();
+                let l = i % 4;
+                k(
+                    &d,
+                    [&xs, &ys, &zs],
+                    p,
+                    &mut lanes,
+                    &mut col[l * 4 * w..(l + 1) * 4 * w],
+                );
+                // Row i's own sums are run3's.
+                let mut want = Lanes::default();
+                run3_base(&d, &xs, &ys, &zs, p, &mut want);
+                assert_eq!(lanes, want);
+                row_sums.push(finish(&lanes));
+            }
+            // Column j's row gets, over the six rows, what run3 gives it over them.
+            let rx: Vec<f64> = rows.iter().map(|p| p[0]).collect();
+            let ry: Vec<f64> = rows.iter().map(|p| p[1]).collect();
+            let rz: Vec<f64> = rows.iter().map(|p| p[2]).collect();
+            for j in 0..w {
+                let d: Vec<f32> = (0..rows.len()).map(|i| dl(i, j)).collect();
+                let mut want = Lanes::default();
+                run3_base(&d, &rx, &ry, &rz, [xs[j], ys[j], zs[j]], &mut want);
+                let got: Lanes =
+                    core::array::from_fn(|t| core::array::from_fn(|l| col[l * 4 * w + t * w + j]));
+                assert_eq!(finish(&got), finish(&want), "column {j}");
+            }
+            results.push((row_sums, col));
+        }
+        assert_eq!(results[0], results[1], "AVX2 and portable differ");
     }
 
     #[test]

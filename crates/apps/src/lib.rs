@@ -15,6 +15,7 @@ mod error;
 pub mod fasta;
 pub mod fft2d;
 pub mod files;
+mod guttman;
 pub mod is;
 mod kernel;
 pub mod limits;

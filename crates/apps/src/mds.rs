@@ -4,17 +4,18 @@
 //! X⁺ = (1/N) B(X) X, with b_ij = −δ_ij/d_ij(X) off the diagonal and b_ii = −Σ_{j≠i} b_ij, so row i
 //! of X⁺ is (1/N) Σ_{j≠i} (δ_ij/d_ij)(x_i − x_j). SMACOF never increases the stress.
 //!
-//! The N×N by N×D product is done by blocks ([Qiu2012] Fig. 13): output rows in blocks of b
-//! (default 64) are claimed by the workers one block at a time (a dynamic schedule, so a
-//! worker that loses its core to another process on a shared machine holds no one up), and
-//! each block walks the columns in panels of up to 8192 columns ([`PANEL`]), so the panel's
-//! slice of X stays in L2 while the block's rows of δ stream past it, each row read
-//! sequentially (b×b tiles measured 1.5x slower: b interleaved 256-byte row pieces defeat the
-//! hardware prefetcher). B is never stored: each b_ij is
-//! made from δ_ij and d_ij(X) when needed, and the same pass yields the stress of X, so one
-//! iteration reads the distance matrix once. A row's sums always run over j in the same order,
-//! and the stress is summed from per-row partials in row order, so the points and stresses do
-//! not depend on the thread count.
+//! B is never stored: each b_ij is made from δ_ij and d_ij(X) when needed, and the same pass
+//! yields the stress of X, so one iteration reads the distance matrix once. An iteration is
+//! bound by the square root and the division per entry, not by reading δ, so for 3-D points
+//! (the common case) the product runs by tiles of fixed position (`guttman.rs`): where δ
+//! is symmetric, a pair of tiles (r, c) is computed once for both row blocks, half the square
+//! roots and divisions. Other dimensions take the blocked product of [Qiu2012] Fig. 13: output
+//! rows in blocks of b (default 64) claimed by the workers one block at a time (a dynamic
+//! schedule, so a worker that loses its core to another process holds no one up), each block
+//! walking the columns in panels of up to 8192 columns ([`PANEL`]). Either way a row's sums run
+//! in an order fixed by the problem's size alone, and the stress is summed from per-row
+//! partials in row order, so the points and stresses depend neither on the thread count nor on
+//! how rows are split over ranks.
 
 use crate::matrix::DistMatrix;
 use crate::rng::Rng;
@@ -114,9 +115,9 @@ pub fn random_start(n: usize, dims: usize, seed: u64) -> Vec<f64> {
 /// interleaved row streams of 256 bytes defeat the hardware prefetcher.
 pub const PANEL: usize = 8192;
 
-/// One pass: returns σ(X) and writes the Guttman transform of X into `next`. Workers claim
-/// blocks of `block` rows; columns are walked in panels of
-/// max(`block`, [`PANEL`]).
+/// One pass: returns σ(X) and writes the Guttman transform of X into `next`. Plans the
+/// transform for this one call (for 3-D points that reads δ once more to find its symmetric
+/// tiles); iterations should keep a [`Transform`].
 pub fn guttman_step(
     pool: &Pool,
     delta: &DistMatrix,
@@ -126,25 +127,78 @@ pub fn guttman_step(
     block: usize,
     row_stress: &mut [f64],
 ) -> f64 {
-    let panel = block.max(PANEL);
-    guttman_rows(
-        pool,
-        &delta.data,
-        0,
-        delta.n,
-        x,
-        next,
-        dims,
-        block,
-        panel,
-        row_stress,
-    );
+    Transform::new(pool, delta, dims, block).step(pool, x, next, row_stress);
     // Each pair counted twice over the rows; sum in row order for thread independence.
     row_stress.iter().sum::<f64>() / 2.0
 }
 
+/// The Guttman transform of a matrix's rows, planned once and applied every iteration.
+///
+/// 3-D points (the common case) take the tiled path of `guttman.rs`: tiles of a fixed
+/// size, each symmetric pair of tiles computed once, so an iteration costs about half a square
+/// root and half a division per entry. Other dimensions take row blocks of `block` rows walked
+/// over column panels of max(`block`, [`PANEL`]). Either way a row's sums do not depend on the
+/// threads, ranks, block or panel sizes.
+pub struct Transform<'a> {
+    rows: &'a [f32],
+    first: usize,
+    n: usize,
+    dims: usize,
+    block: usize,
+    tiles: Option<crate::guttman::Tiles>,
+}
+
+impl<'a> Transform<'a> {
+    /// The transform of the whole matrix `delta`.
+    pub fn new(pool: &Pool, delta: &'a DistMatrix, dims: usize, block: usize) -> Self {
+        Transform::of_rows(pool, &delta.data, 0, delta.n, dims, block)
+    }
+
+    /// The transform of rows `first..` of an `n`-point problem, `rows` holding them (row-major,
+    /// `n` wide).
+    pub fn of_rows(
+        pool: &Pool,
+        rows: &'a [f32],
+        first: usize,
+        n: usize,
+        dims: usize,
+        block: usize,
+    ) -> Self {
+        let tiles = (dims == 3)
+            .then(|| crate::guttman::Tiles::plan(pool, rows, first, n, crate::guttman::TILE, true));
+        Transform {
+            rows,
+            first,
+            n,
+            dims,
+            block,
+            tiles,
+        }
+    }
+
+    /// Writes the transform of `x` (the whole N×dims configuration) for these rows into `next`
+    /// and each row's Σ_{j≠i} (d_ij − δ_ij)² into `row_stress`.
+    pub fn step(&mut self, pool: &Pool, x: &[f64], next: &mut [f64], row_stress: &mut [f64]) {
+        match &mut self.tiles {
+            Some(t) => t.step(pool, self.rows, x, next, row_stress),
+            None => guttman_rows(
+                pool,
+                self.rows,
+                self.first,
+                self.n,
+                x,
+                next,
+                self.dims,
+                self.block,
+                self.block.max(PANEL),
+                row_stress,
+            ),
+        }
+    }
+}
+
 /// The Guttman transform and the stress of rows `first..first + rows` of an `n`-point
-/// problem: `delta_rows` holds those rows of δ (row-major, `n` wide), `next` and `row_stress`
+/// problem in any dimension (3-D points take `guttman.rs`): `delta_rows` holds those rows of δ (row-major, `n` wide), `next` and `row_stress`
 /// receive theirs; `x` is the whole configuration. Each row's sums depend neither on the block
 /// size, the panel width nor on which rows share the call, so a row computed by any rank and
 /// thread is the same bits.
@@ -164,20 +218,7 @@ fn guttman_rows(
     let drow_of = |i: usize| &delta_rows[(i - first) * n..(i - first + 1) * n];
     let b = block.max(1);
     let inv_n = 1.0 / n as f64;
-    // Coordinates by column (structure of arrays) for the vectorised 3-D kernel.
-    let soa = (dims == 3).then(|| {
-        let col = |c: usize| -> Vec<f64> { x.iter().skip(c).step_by(3).copied().collect() };
-        (col(0), col(1), col(2))
-    });
-    let run3 = crate::kernel::pick3();
-    // With the 3-D kernel, panels start at multiples of 4 (the kernel's lanes) and each row's
-    // lanes run on from panel to panel, so its sums depend neither on the block size nor on
-    // the panel width.
-    let cb = if soa.is_some() {
-        panel.max(1).next_multiple_of(4)
-    } else {
-        panel.max(1)
-    };
+    let cb = panel.max(1);
     par_rows2(
         pool,
         next,
@@ -190,26 +231,12 @@ fn guttman_rows(
             let len = rows.len();
             let mut acc = vec![0.0f64; len * dims];
             let mut st = vec![0.0f64; len];
-            let mut lanes =
-                vec![crate::kernel::Lanes::default(); if soa.is_some() { len } else { 0 }];
             let mut jb = 0;
             while jb < n {
                 let je = (jb + cb).min(n);
                 for (li, i) in rows.clone().enumerate() {
                     let drow = &drow_of(i)[jb..je];
                     let xi = &x[i * dims..(i + 1) * dims];
-                    if let Some((xs, ys, zs)) = &soa {
-                        // The common case: the vectorised kernel over this column block.
-                        run3(
-                            drow,
-                            &xs[jb..je],
-                            &ys[jb..je],
-                            &zs[jb..je],
-                            [xi[0], xi[1], xi[2]],
-                            &mut lanes[li],
-                        );
-                        continue;
-                    }
                     let a = &mut acc[li * dims..(li + 1) * dims];
                     let mut s = 0.0;
                     for (k, &dl) in drow.iter().enumerate() {
@@ -236,13 +263,6 @@ fn guttman_rows(
                     st[li] += s;
                 }
                 jb = je;
-            }
-            for (li, i) in rows.clone().enumerate().take(lanes.len()) {
-                let r = crate::kernel::finish(&lanes[li]);
-                acc[li * 3..li * 3 + 3].copy_from_slice(&r[..3]);
-                // The kernel counted the diagonal's (0 − δ_ii)²; it is not a pair.
-                let dii = f64::from(drow_of(i)[i]);
-                st[li] = r[3] - dii * dii;
             }
             for (o, a) in out.iter_mut().zip(&acc) {
                 *o = a * inv_n;
@@ -304,10 +324,13 @@ pub fn smacof(
     let mut rs = vec![0.0; n];
     let mut hist: Vec<IterStress> = Vec::new();
     let t0 = Instant::now();
+    let mut transform = Transform::new(pool, delta, dims, opts.block);
     let mut converged = false;
     let mut iterations = 0;
     loop {
-        let raw = guttman_step(pool, delta, &x, &mut next, dims, opts.block, &mut rs);
+        transform.step(pool, &x, &mut next, &mut rs);
+        // Each pair counted twice over the rows; summed in row order.
+        let raw = rs.iter().sum::<f64>() / 2.0;
         let s = IterStress {
             raw,
             normalized: raw / norm,
@@ -421,21 +444,11 @@ pub fn smacof_ranks(
     let mut hist: Vec<IterStress> = Vec::new();
     let q = world.queue(0).map_err(cluster)?;
     let t0 = Instant::now();
+    let mut transform = Transform::of_rows(pool, &rows.data, first, n, dims, opts.block);
     let (mut converged, mut iterations) = (false, 0);
     let mut buf = vec![0u8; seg_bytes];
     for k in 0.. {
-        guttman_rows(
-            pool,
-            &rows.data,
-            first,
-            n,
-            &x,
-            &mut next,
-            dims,
-            opts.block,
-            opts.block.max(PANEL),
-            &mut rs,
-        );
+        transform.step(pool, &x, &mut next, &mut rs);
         // This rank's rows of X_{k+1} and of σ's terms into every rank's segment k+1 (mod 2).
         let seg = &segs[(k + 1) % 2];
         let id = CONFIG_SEGS[(k + 1) % 2];
@@ -647,7 +660,9 @@ mod tests {
 
     #[test]
     fn three_d_kernel_independent_of_threads_and_block_size() {
-        let n = 203;
+        // Above one tile (256), so that pairs of tiles, single tiles and rank boundaries inside
+        // tiles all occur.
+        let n = 603;
         let truth = planted(n, 3, 9);
         let d = DistMatrix::euclidean(&truth, 3);
         let run = |threads: usize, block: usize| {
@@ -690,18 +705,15 @@ mod tests {
                 assert_eq!(r.iterations, a.iterations);
             }
         }
-        // Narrow panels (columns cut into runs of 8, 13 → 16, 64) give the same bits.
+        // One step on its own (planned for the call) is an iteration's step.
         let pool = Pool::builder().threads(2).build().unwrap();
         let x = random_start(n, 3, 4);
-        let mut want = vec![0.0; n * 3];
-        let mut rs = vec![0.0; n];
+        let (mut want, mut got) = (vec![0.0; n * 3], vec![0.0; n * 3]);
+        let (mut rs, mut rs2) = (vec![0.0; n], vec![0.0; n]);
         let s0 = guttman_step(&pool, &d, &x, &mut want, 3, 64, &mut rs);
-        for panel in [8, 13, 64] {
-            let mut got = vec![0.0; n * 3];
-            guttman_rows(&pool, &d.data, 0, n, &x, &mut got, 3, 16, panel, &mut rs);
-            let s = rs.iter().sum::<f64>() / 2.0;
-            assert_eq!((s, &got), (s0, &want), "panel {panel}");
-        }
+        let mut t = Transform::new(&pool, &d, 3, 8);
+        t.step(&pool, &x, &mut got, &mut rs2);
+        assert_eq!((s0, &want), (rs2.iter().sum::<f64>() / 2.0, &got));
         // The stress the step reports is σ of its input, counted over pairs once.
         let mut direct = 0.0;
         for i in 0..n {

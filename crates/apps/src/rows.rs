@@ -106,6 +106,41 @@ pub fn par_rows2<A, B, F>(
     });
 }
 
+/// Slots of one buffer that workers fill each at most once, in an order a schedule decides
+/// (the tiled Guttman transform's per-tile partial sums: a pair of tiles writes the slots of
+/// two row blocks, which no row range expresses).
+pub(crate) struct Slots<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _life: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: workers only write through `put`, whose contract is that no slot is written by two
+// threads nor read while the `Slots` lives (the `&mut` borrow keeps every other access out);
+// moving a `T` across threads requires `T: Send`.
+unsafe impl<T: Send> Sync for Slots<'_, T> {}
+
+impl<'a, T: Copy> Slots<'a, T> {
+    pub(crate) fn new(data: &'a mut [T]) -> Self {
+        Slots {
+            ptr: data.as_mut_ptr(),
+            len: data.len(),
+            _life: PhantomData,
+        }
+    }
+
+    /// Writes slot `k` (checked to lie inside the buffer).
+    ///
+    /// # Safety
+    /// No other thread may write slot `k` while this `Slots` lives.
+    pub(crate) unsafe fn put(&self, k: usize, v: T) {
+        assert!(k < self.len, "slot {k} out of bounds ({})", self.len);
+        // SAFETY: k is inside the buffer (checked), which outlives 'a; the caller promises no
+        // other thread writes this slot, and nothing reads the buffer while it is borrowed.
+        unsafe { self.ptr.add(k).write(v) }
+    }
+}
+
 /// Copies the upper triangle of the row-major n×n `data` onto its lower triangle
 /// (`data[i][j] = data[j][i]` for j < i), rows claimed by the workers in blocks.
 pub fn mirror_upper<T>(pool: &Pool, data: &mut [T], n: usize)

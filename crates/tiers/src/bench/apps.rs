@@ -14,7 +14,7 @@ use tiers_apps::alu::{generate, AluSpec};
 use tiers_apps::clustering::em_step;
 use tiers_apps::distance::{pairwise, Metric};
 use tiers_apps::matrix::{to_npy, DistMatrix};
-use tiers_apps::mds::{guttman_step, random_start, smacof, MdsOptions};
+use tiers_apps::mds::{random_start, smacof, MdsOptions, Transform};
 use tiers_apps::model::{self, Run};
 use tiers_apps::render::{render, RenderSpec, TileSchedule};
 use tiers_apps::rng::Rng;
@@ -361,10 +361,11 @@ fn mds_size<'p>(
                     let mut x = start.clone();
                     let mut next = vec![0.0; n * 3];
                     let mut rs = vec![0.0; n];
+                    let mut transform = Transform::new(pool, d, 3, 64);
                     Candidate::new(format!("tiers-{t}"), move |k| {
                         let t0 = Instant::now();
                         for _ in 0..k {
-                            guttman_step(pool, d, &x, &mut next, 3, 64, &mut rs);
+                            transform.step(pool, &x, &mut next, &mut rs);
                             std::mem::swap(&mut x, &mut next);
                         }
                         t0.elapsed()
@@ -886,10 +887,11 @@ fn scaling_candidate<'a>(
             let mut x = random_start(n, 3, 1);
             let mut next = vec![0.0; n * 3];
             let mut rs = vec![0.0; n];
+            let mut transform = Transform::new(pool, d, 3, 64);
             Candidate::new("mds", move |k| {
                 let t0 = Instant::now();
                 for _ in 0..k {
-                    guttman_step(pool, d, &x, &mut next, 3, 64, &mut rs);
+                    transform.step(pool, &x, &mut next, &mut rs);
                     std::mem::swap(&mut x, &mut next);
                 }
                 t0.elapsed()
