@@ -30,6 +30,10 @@ use tiers_node::{Pool, Schedule};
 /// sums, so this is a constant, not an option.
 pub const TILE: usize = 256;
 
+/// Bytes of δ's rows above which a tile asks for the next row's piece ahead (the last-level
+/// cache of a common server core complex).
+const PREFETCH_ABOVE: usize = 32 << 20;
+
 /// One unit of work of an iteration.
 #[derive(Clone, Debug, PartialEq)]
 enum Task {
@@ -37,6 +41,8 @@ enum Task {
     Rows { rows: Range<usize>, c: usize },
     /// Row tiles `r` < `c`, both wholly this rank's, δ symmetric between them.
     Pair { r: usize, c: usize },
+    /// Tile `d` against itself, wholly this rank's and symmetric: each pair (i, j) of it once.
+    Diagonal { d: usize },
 }
 
 /// The plan of the tiled transform for one rank's rows of δ: which tile pairs are computed once,
@@ -80,7 +86,7 @@ impl Tiles {
         let candidates: Vec<(usize, usize)> = if pair {
             let mine: Vec<usize> = (0..nt).filter(whole).collect();
             mine.iter()
-                .flat_map(|&r| mine.iter().filter(move |&&c| c > r).map(move |&c| (r, c)))
+                .flat_map(|&r| mine.iter().filter(move |&&c| c >= r).map(move |&c| (r, c)))
                 .collect()
         } else {
             Vec::new()
@@ -103,7 +109,11 @@ impl Tiles {
         for (&(r, c), _) in candidates.iter().zip(&symmetric).filter(|(_, &s)| s) {
             paired[r * nt + c] = true;
             paired[c * nt + r] = true;
-            tasks.push(Task::Pair { r, c });
+            tasks.push(if r == c {
+                Task::Diagonal { d: r }
+            } else {
+                Task::Pair { r, c }
+            });
         }
         for r in first / tile..(first + len).div_ceil(tile) {
             let s = span(r);
@@ -126,13 +136,14 @@ impl Tiles {
         }
     }
 
-    /// Pairs of tiles the plan computes once.
+    /// Pairs of tiles, and diagonal tiles, whose pairs of entries the plan computes once.
     #[cfg(test)]
-    pub(crate) fn pairs(&self) -> usize {
-        self.tasks
-            .iter()
-            .filter(|t| matches!(t, Task::Pair { .. }))
-            .count()
+    pub(crate) fn pairs(&self) -> (usize, usize) {
+        let count = |f: fn(&Task) -> bool| self.tasks.iter().filter(|t| f(t)).count();
+        (
+            count(|t| matches!(t, Task::Pair { .. })),
+            count(|t| matches!(t, Task::Diagonal { .. })),
+        )
     }
 
     /// One transform: the owned rows' (1/N) Σ_j (δ_ij/d_ij)(x_i − x_j) into `next` (3 per
@@ -158,12 +169,19 @@ impl Tiles {
         let drow = |i: usize| &delta_rows[(i - first) * n..(i - first + 1) * n];
         let point = |i: usize| [xs[i], ys[i], zs[i]];
         let (run3, pair3) = (kernel::pick3(), kernel::pick_pair3());
+        // Rows beyond the last-level cache come from memory: ask for the next row's piece
+        // while this one is computed (at N = 4499, 10.4 against 12.5 ms per iteration; within
+        // the cache the requests only cost, 2.0 against 1.9 ms at N = 2000).
+        let far = std::mem::size_of_val(delta_rows) > PREFETCH_ABOVE;
         let tasks = &self.tasks;
         let slots = Slots::new(&mut self.partials);
         pool.for_each(0..tasks.len(), Schedule::Dynamic(1), |k| match &tasks[k] {
             Task::Rows { rows, c } => {
                 let cs = span(*c);
                 for i in rows.clone() {
+                    if far && i + 1 < rows.end {
+                        kernel::prefetch(&drow(i + 1)[cs.clone()]);
+                    }
                     let mut lanes = Lanes::default();
                     run3(
                         &drow(i)[cs.clone()],
@@ -185,6 +203,9 @@ impl Tiles {
                 // Per lane l = i mod 4: the four terms the columns' rows receive.
                 let mut acc = vec![0.0f64; 16 * w];
                 for i in rs.clone() {
+                    if far && i + 1 < rs.end {
+                        kernel::prefetch(&drow(i + 1)[cs.clone()]);
+                    }
                     let mut lanes = Lanes::default();
                     let l = i % 4;
                     pair3(
@@ -193,17 +214,55 @@ impl Tiles {
                         point(i),
                         &mut lanes,
                         &mut acc[l * 4 * w..(l + 1) * 4 * w],
+                        w,
                     );
                     // SAFETY: as above; slot (i, c) is this pair's.
                     unsafe { slots.put((i - first) * nt + c, kernel::finish(&lanes)) };
                 }
-                for (jj, j) in cs.enumerate() {
-                    let lane = |l: usize, k: usize| acc[l * 4 * w + k * w + jj];
-                    let sums: [f64; 4] = core::array::from_fn(|k| {
-                        (lane(0, k) + lane(1, k)) + (lane(2, k) + lane(3, k))
+                put_columns(&slots, &acc, cs, first, nt, *r);
+            }
+            Task::Diagonal { d } => {
+                let ds = span(*d);
+                let (s0, w) = (ds.start, ds.len());
+                let cols = [&xs[ds.clone()], &ys[ds.clone()], &zs[ds.clone()]];
+                let mut acc = vec![0.0f64; 16 * w];
+                for i in ds.clone() {
+                    if far && i + 1 < ds.end {
+                        kernel::prefetch(&drow(i + 1)[i + 1..ds.end]);
+                    }
+                    // Row i's lanes start with what the rows above gave it (columns j < i, in
+                    // ascending order, lane j mod 4), then go on from the diagonal: the order
+                    // of a run over the whole tile.
+                    let (ii, li) = (i - s0, i % 4);
+                    let mut lanes: Lanes = core::array::from_fn(|k| {
+                        core::array::from_fn(|l| acc[l * 4 * w + k * w + ii])
                     });
-                    // SAFETY: as above; slot (j, r) is this pair's.
-                    unsafe { slots.put((j - first) * nt + r, sums) };
+                    let own = &mut acc[li * 4 * w..(li + 1) * 4 * w];
+                    // Up to the next multiple of 4 one column at a time (the diagonal itself
+                    // adds to row i only), then the pair kernel from an aligned column.
+                    let aligned = (ii + 1).next_multiple_of(4).min(w);
+                    for jj in ii..aligned {
+                        let q = [xs[s0 + jj], ys[s0 + jj], zs[s0 + jj]];
+                        let t = kernel::term3(drow(i)[s0 + jj], q, point(i));
+                        kernel::lanes_add(&mut lanes, jj % 4, &t);
+                        if jj != ii {
+                            kernel::col_add(own, w, jj, &t);
+                        }
+                    }
+                    pair3(
+                        &drow(i)[s0 + aligned..ds.end],
+                        [
+                            &cols[0][aligned..],
+                            &cols[1][aligned..],
+                            &cols[2][aligned..],
+                        ],
+                        point(i),
+                        &mut lanes,
+                        &mut own[aligned..],
+                        w,
+                    );
+                    // SAFETY: as above; slot (i, d) is this task's.
+                    unsafe { slots.put((i - first) * nt + d, kernel::finish(&lanes)) };
                 }
             }
         });
@@ -236,6 +295,25 @@ impl Tiles {
     }
 }
 
+/// Writes, for each column j of a pair's column tile, the partial (j, `r`) its row received
+/// from the pair's rows: `acc`'s four lanes combined as [`kernel::finish`] combines a row's.
+fn put_columns(
+    slots: &Slots<'_, [f64; 4]>,
+    acc: &[f64],
+    cols: Range<usize>,
+    first: usize,
+    nt: usize,
+    r: usize,
+) {
+    let w = cols.len();
+    for (jj, j) in cols.enumerate() {
+        let lanes: Lanes =
+            core::array::from_fn(|k| core::array::from_fn(|l| acc[l * 4 * w + k * w + jj]));
+        // SAFETY: slot (j, r) belongs to the calling pair task alone (see `Tiles::step`).
+        unsafe { slots.put((j - first) * nt + r, kernel::finish(&lanes)) };
+    }
+}
+
 /// Whether δ_ij and δ_ji are the same bits for every i in `a`, j in `b` (both rows of this rank).
 fn is_symmetric(rows: &[f32], first: usize, n: usize, a: Range<usize>, b: Range<usize>) -> bool {
     a.clone().all(|i| {
@@ -264,7 +342,7 @@ mod tests {
         tile: usize,
         pair: bool,
         threads: usize,
-    ) -> (Vec<f64>, Vec<f64>, usize) {
+    ) -> (Vec<f64>, Vec<f64>, (usize, usize)) {
         let n = d.n;
         let pool = Pool::builder().threads(threads).build().unwrap();
         let data = &d.data[rows.start * n..rows.end * n];
@@ -306,13 +384,13 @@ mod tests {
         let (dn, dr) = direct(&d, &x);
         for tile in [4, 8, 16, 52, 256] {
             let (want, want_rs, none) = step(&d, 0..n, &x, tile, false, 1);
-            assert_eq!(none, 0);
+            assert_eq!(none, (0, 0));
             close(&want, &dn);
             close(&want_rs, &dr);
             for threads in [1, 3] {
                 let (got, got_rs, pairs) = step(&d, 0..n, &x, tile, true, threads);
                 let tiles = n.div_ceil(tile);
-                assert_eq!(pairs, tiles * (tiles - 1) / 2, "tile {tile}");
+                assert_eq!(pairs, (tiles * (tiles - 1) / 2, tiles), "tile {tile}");
                 assert_eq!((&got, &got_rs), (&want, &want_rs), "tile {tile}, {threads}");
             }
             // Rows split as ranks split them (boundaries inside tiles, a rank of one row, one of
@@ -345,11 +423,18 @@ mod tests {
         let (want, want_rs, _) = step(&d, 0..n, &x, 16, false, 1);
         let (got, got_rs, pairs) = step(&d, 0..n, &x, 16, true, 2);
         let tiles = n.div_ceil(16);
-        assert_eq!(pairs, tiles * (tiles - 1) / 2 - 1);
+        assert_eq!(pairs, (tiles * (tiles - 1) / 2 - 1, tiles));
         assert_eq!((&got, &got_rs), (&want, &want_rs));
         let (dn, dr) = direct(&d, &x);
         close(&got, &dn);
         close(&got_rs, &dr);
+        // And one inside diagonal tile 2 (rows and columns 32..48).
+        let k = 40 * n + 35;
+        d.data[k] = f32::from_bits(d.data[k].to_bits() + 1);
+        let (want, want_rs, _) = step(&d, 0..n, &x, 16, false, 1);
+        let (got, got_rs, pairs) = step(&d, 0..n, &x, 16, true, 2);
+        assert_eq!(pairs, (tiles * (tiles - 1) / 2 - 1, tiles - 1));
+        assert_eq!((&got, &got_rs), (&want, &want_rs));
     }
 
     #[test]
@@ -364,6 +449,6 @@ mod tests {
         assert_eq!((&got, &got_rs), (&want, &want_rs));
         assert!(got.iter().chain(&got_rs).all(|v| v.is_finite()));
         let (got, got_rs, pairs) = step(&DistMatrix::new(0, vec![]), 0..0, &[], 8, true, 2);
-        assert!(got.is_empty() && got_rs.is_empty() && pairs == 0);
+        assert!(got.is_empty() && got_rs.is_empty() && pairs == (0, 0));
     }
 }

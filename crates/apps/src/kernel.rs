@@ -184,33 +184,62 @@ pub fn pick3() -> Run3 {
 
 /// The pair kernel: [`run3`]'s sums for row i over a column run (which must start at a
 /// multiple of 4), and at once the terms each column's own row receives from row i, added
-/// into `col` (term k of the w columns at `col[k * w..(k + 1) * w]`; the caller keeps one such
-/// block per lane l = i mod 4). Row j's terms from column i are row i's terms from column j
+/// into `col` (term k of column j at `col[k * stride + j]`, `stride` at least the run's length;
+/// the caller keeps one such block per lane l = i mod 4). Row j's terms from column i are row i's terms from column j
 /// negated (e_ji = −e_ij exactly in IEEE arithmetic; d and δ/d the same when δ_ji = δ_ij), the
 /// stress term the same, so subtracting (adding) here gives row j's sums bit for bit as
 /// [`run3`] would over row i's tile, lane i mod 4 taking column i.
-pub type Pair3 = fn(&[f32], [&[f64]; 3], [f64; 3], &mut Lanes, &mut [f64]);
+pub type Pair3 = fn(&[f32], [&[f64]; 3], [f64; 3], &mut Lanes, &mut [f64], usize);
 
-fn pair3_base(dl: &[f32], cols: [&[f64]; 3], p: [f64; 3], lanes: &mut Lanes, col: &mut [f64]) {
+fn pair3_base(
+    dl: &[f32],
+    cols: [&[f64]; 3],
+    p: [f64; 3],
+    lanes: &mut Lanes,
+    col: &mut [f64],
+    stride: usize,
+) {
     let w = dl.len();
     let [xs, ys, zs] = cols;
-    assert!(xs.len() >= w && ys.len() >= w && zs.len() >= w && col.len() >= 4 * w);
+    assert!(xs.len() >= w && ys.len() >= w && zs.len() >= w);
+    assert!(stride >= w && col.len() >= 3 * stride + w);
     for j in 0..w {
-        let e0 = p[0] - xs[j];
-        let e1 = p[1] - ys[j];
-        let e2 = p[2] - zs[j];
-        let dd = f64::from(dl[j]);
-        let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
-        let r = dd / dist.max(TINY);
-        let t = [r * e0, r * e1, r * e2, (dist - dd) * (dist - dd)];
-        let l = j % LANES;
-        for k in 0..3 {
-            lanes[k][l] += t[k];
-            col[k * w + j] -= t[k];
-        }
-        lanes[3][l] += t[3];
-        col[3 * w + j] += t[3];
+        let t = term3(dl[j], [xs[j], ys[j], zs[j]], p);
+        lanes_add(lanes, j % LANES, &t);
+        col_add(col, stride, j, &t);
     }
+}
+
+/// The four terms of point `p` against point `q` at distance δ = `dl`: r·e₀, r·e₁, r·e₂ and
+/// (d − δ)², with e = p − q, d = |e| and r = δ / max(d, 10⁻¹²), each operation rounded as the
+/// vector kernels round it.
+#[inline(always)]
+pub fn term3(dl: f32, q: [f64; 3], p: [f64; 3]) -> [f64; 4] {
+    let e0 = p[0] - q[0];
+    let e1 = p[1] - q[1];
+    let e2 = p[2] - q[2];
+    let dd = f64::from(dl);
+    let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
+    let r = dd / dist.max(TINY);
+    [r * e0, r * e1, r * e2, (dist - dd) * (dist - dd)]
+}
+
+/// Adds a row's terms to its lane `l`.
+#[inline(always)]
+pub fn lanes_add(lanes: &mut Lanes, l: usize, t: &[f64; 4]) {
+    for k in 0..4 {
+        lanes[k][l] += t[k];
+    }
+}
+
+/// Gives column `j`'s row the terms it receives from a row whose terms against it are `t`:
+/// the three transform terms negated, the stress term as it is.
+#[inline(always)]
+pub fn col_add(col: &mut [f64], stride: usize, j: usize, t: &[f64; 4]) {
+    for k in 0..3 {
+        col[k * stride + j] -= t[k];
+    }
+    col[3 * stride + j] += t[3];
 }
 
 /// [`pair3_base`] in AVX2, the same bits (each operation rounded as there, lane l taking the
@@ -226,11 +255,13 @@ unsafe fn pair3_avx2(
     p: [f64; 3],
     lanes: &mut Lanes,
     col: &mut [f64],
+    stride: usize,
 ) {
     use core::arch::x86_64::*;
     let w = dl.len();
     let [xs, ys, zs] = cols;
-    assert!(xs.len() >= w && ys.len() >= w && zs.len() >= w && col.len() >= 4 * w);
+    assert!(xs.len() >= w && ys.len() >= w && zs.len() >= w);
+    assert!(stride >= w && col.len() >= 3 * stride + w);
     let full = w - w % LANES;
     let (px, py, pz) = (
         _mm256_set1_pd(p[0]),
@@ -245,8 +276,8 @@ unsafe fn pair3_avx2(
     let mut j = 0;
     while j < full {
         // SAFETY: j + 4 <= full <= w, every input slice holds at least w values and `col` at
-        // least 4w (asserted), so the loads below and the column loads and stores at
-        // k * w + j (k < 4) stay inside them.
+        // least 3 * stride + w (asserted), so the loads below and the column loads and stores
+        // at k * stride + j (k < 4) stay inside them.
         unsafe {
             let d = _mm256_cvtps_pd(_mm_loadu_ps(dl.as_ptr().add(j)));
             let e0 = _mm256_sub_pd(px, _mm256_loadu_pd(xs.as_ptr().add(j)));
@@ -267,11 +298,11 @@ unsafe fn pair3_avx2(
             ];
             for k in 0..3 {
                 a[k] = _mm256_add_pd(a[k], t[k]);
-                let c = cp.add(k * w + j);
+                let c = cp.add(k * stride + j);
                 _mm256_storeu_pd(c, _mm256_sub_pd(_mm256_loadu_pd(c), t[k]));
             }
             a[3] = _mm256_add_pd(a[3], t[3]);
-            let c = cp.add(3 * w + j);
+            let c = cp.add(3 * stride + j);
             _mm256_storeu_pd(c, _mm256_add_pd(_mm256_loadu_pd(c), t[3]));
         }
         j += LANES;
@@ -281,28 +312,24 @@ unsafe fn pair3_avx2(
         unsafe { _mm256_storeu_pd(lanes[k].as_mut_ptr(), a[k]) };
     }
     for j in full..w {
-        let e0 = p[0] - xs[j];
-        let e1 = p[1] - ys[j];
-        let e2 = p[2] - zs[j];
-        let dd = f64::from(dl[j]);
-        let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
-        let r = dd / dist.max(TINY);
-        let t = [r * e0, r * e1, r * e2, (dist - dd) * (dist - dd)];
-        let l = j % LANES;
-        for k in 0..3 {
-            lanes[k][l] += t[k];
-            col[k * w + j] -= t[k];
-        }
-        lanes[3][l] += t[3];
-        col[3 * w + j] += t[3];
+        let t = term3(dl[j], [xs[j], ys[j], zs[j]], p);
+        lanes_add(lanes, j % LANES, &t);
+        col_add(col, stride, j, &t);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-fn pair3_avx2_safe(dl: &[f32], cols: [&[f64]; 3], p: [f64; 3], lanes: &mut Lanes, col: &mut [f64]) {
+fn pair3_avx2_safe(
+    dl: &[f32],
+    cols: [&[f64]; 3],
+    p: [f64; 3],
+    lanes: &mut Lanes,
+    col: &mut [f64],
+    stride: usize,
+) {
     // SAFETY: only handed out by `pick_pair3` after `is_x86_feature_detected!` confirmed AVX2
     // and FMA, the features `pair3_avx2` is compiled for.
-    unsafe { pair3_avx2(dl, cols, p, lanes, col) }
+    unsafe { pair3_avx2(dl, cols, p, lanes, col, stride) }
 }
 
 /// Chooses the pair kernel: AVX2+FMA when the processor has them.
@@ -314,6 +341,22 @@ pub fn pick_pair3() -> Pair3 {
         }
     }
     pair3_base
+}
+
+/// Asks the processor to bring `data` into the cache: the piece of δ's next row that a tile
+/// reads after the current one (a tile reads rows in pieces of a few hundred columns, which
+/// the hardware prefetcher does not follow from one row to the next).
+#[inline]
+pub fn prefetch(data: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in data.chunks(16) {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint that never faults nor changes memory, and the address is
+        // inside `data`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
 }
 
 #[cfg(test)]
@@ -354,6 +397,7 @@ mod tests {
                     p,
                     &mut lanes,
                     &mut col[l * 4 * w..(l + 1) * 4 * w],
+                    w,
                 );
                 // Row i's own sums are run3's.
                 let mut want = Lanes::default();

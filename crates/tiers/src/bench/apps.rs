@@ -412,6 +412,10 @@ fn mds_size<'p>(
                             });
                             sum += marginal(r.t1, r.tk, iters);
                         }
+                        // OpenBLAS's threads spin about 0.1 s after a call before they sleep:
+                        // let them settle, untimed, so that they do not take the cores from the
+                        // candidate measured next (tiers' kernel row ran 1.2-2.6x slower).
+                        std::thread::sleep(Duration::from_millis(300));
                         Duration::from_secs_f64(sum)
                     })
                 }
