@@ -272,6 +272,13 @@ fn guttman_rows(
     );
 }
 
+/// The arithmetic an iteration cannot avoid, for a benchmark's limit: Σ (δ/√s + √s) over the
+/// entries, one square root and one division each (f64, vectorised as the kernels are). A 3-D
+/// iteration with a symmetric δ does N(N − 1)/2 of them.
+pub fn divider_floor(dl: &[f32], ss: &[f64]) -> f64 {
+    crate::kernel::divider(dl, ss)
+}
+
 /// Stress σ(X) alone.
 pub fn stress(pool: &Pool, delta: &DistMatrix, x: &[f64], dims: usize) -> f64 {
     let mut next = vec![0.0; x.len()];

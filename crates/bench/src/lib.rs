@@ -66,6 +66,12 @@ impl Row {
     pub fn is_limit(&self) -> bool {
         self.imp == limit::IMPL
     }
+
+    /// Whether this row competes: not a limit, nor a bound ([`Report::push_bound`]), so it is
+    /// a reference for ratios and may be marked best.
+    pub fn is_rival(&self) -> bool {
+        !self.is_limit() && !self.extra.iter().any(|(k, _)| k == "bound")
+    }
 }
 
 /// The result of one benchmark.
@@ -123,6 +129,23 @@ impl Report {
         measured: impl Into<String>,
     ) -> &mut Row {
         let row = self.push(limit::IMPL, params, value);
+        row.extra
+            .push(("measured".into(), Value::String(measured.into())));
+        row
+    }
+
+    /// A second bound beside the limit, named `imp` (e.g. the arithmetic an iteration cannot
+    /// avoid, where the `limit` row is a read of its data): printed and kept in the JSON with
+    /// how it was `measured`, never a reference for ratios nor marked best.
+    pub fn push_bound(
+        &mut self,
+        imp: &str,
+        params: &[(&str, Value)],
+        value: f64,
+        measured: impl Into<String>,
+    ) -> &mut Row {
+        let row = self.push(imp, params, value);
+        row.extra.push(("bound".into(), Value::Bool(true)));
         row.extra
             .push(("measured".into(), Value::String(measured.into())));
         row
@@ -306,13 +329,9 @@ impl Report {
             if with_limit { "  vs limit" } else { "" }
         );
         for (_, rows) in &groups {
-            let reference = rows
-                .iter()
-                .find(|r| !r.is_limit())
-                .unwrap_or(&rows[0])
-                .value;
-            let rivals = rows.iter().filter(|r| !r.is_limit()).count();
-            let best = rows.iter().filter(|r| !r.is_limit()).map(|r| r.value).fold(
+            let reference = rows.iter().find(|r| r.is_rival()).unwrap_or(&rows[0]).value;
+            let rivals = rows.iter().filter(|r| r.is_rival()).count();
+            let best = rows.iter().filter(|r| r.is_rival()).map(|r| r.value).fold(
                 if self.lower_is_better {
                     f64::INFINITY
                 } else {
@@ -354,7 +373,7 @@ impl Report {
                     fmt_num(r.value),
                     ratio,
                     extras(r),
-                    if r.value == best && rivals > 1 && !r.is_limit() {
+                    if r.value == best && rivals > 1 && r.is_rival() {
                         "  *best"
                     } else {
                         ""
@@ -372,6 +391,17 @@ impl Report {
         }
         for m in measured {
             let _ = writeln!(out, "limit: {m}");
+        }
+        let mut bounds: Vec<(&str, &str)> = Vec::new();
+        for r in self.rows.iter().filter(|r| !r.is_limit() && !r.is_rival()) {
+            if let Some((_, Value::String(m))) = r.extra.iter().find(|(k, _)| k == "measured") {
+                if !bounds.contains(&(r.imp.as_str(), m.as_str())) {
+                    bounds.push((&r.imp, m));
+                }
+            }
+        }
+        for (imp, m) in bounds {
+            let _ = writeln!(out, "{imp}: {m}");
         }
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
@@ -660,6 +690,19 @@ mod tests {
             line("limit").contains("0.500x  ") && line("limit").ends_with("1.000x"),
             "{t}"
         );
+        // A bound is printed with its ratio but is neither the reference nor the best.
+        r.push_bound("divider", &[("threads", 2.into())], 60.0, "the arithmetic");
+        let t = r.table();
+        let line = |imp: &str| {
+            t.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(imp))
+                .unwrap()
+                .to_string()
+        };
+        assert!(line("tiers").contains("*best"), "{t}");
+        assert!(line("divider").contains("0.600x") && !line("divider").contains("*best"));
+        assert!(t.contains("divider: the arithmetic"), "{t}");
+        assert_eq!(r.to_json()["results"][3]["bound"], true);
 
         // A limit of zero (a part that takes no time) bounds nothing.
         let mut r = Report::new("redblack", "ms", true);

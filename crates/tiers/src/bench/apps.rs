@@ -122,6 +122,8 @@ enum MdsSlot {
     Kernel(usize),
     /// Reading the matrix once (the limit).
     Limit(usize),
+    /// N(N − 1)/2 square roots and divisions (the arithmetic floor of a symmetric iteration).
+    Divider(usize),
     /// `smacof` calls, marginal cost per iteration.
     Smacof(usize),
     /// scikit-learn's `smacof` calls, marginal cost per iteration.
@@ -336,6 +338,7 @@ fn mds_size<'p>(
     let mut slots = Vec::new();
     slots.extend(opts.threads.iter().map(|&t| MdsSlot::Kernel(t)));
     slots.extend(counts.iter().map(|&t| MdsSlot::Limit(t)));
+    slots.extend(counts.iter().map(|&t| MdsSlot::Divider(t)));
     slots.extend(calls.iter().map(|&t| MdsSlot::Smacof(t)));
     slots.extend(peers.iter().map(|(t, _)| MdsSlot::Sklearn(*t)));
     // What the last pair of calls returned, checked below: iterations of the 1- and k-call,
@@ -372,6 +375,7 @@ fn mds_size<'p>(
                     })
                 }
                 MdsSlot::Limit(t) => limit::read_once(pool(t), &d.data),
+                MdsSlot::Divider(t) => divider_candidate(pool(t), n),
                 MdsSlot::Smacof(t) => {
                     let pool = pool(t);
                     let (o1, ok) = (mopts(1), mopts(iters));
@@ -433,6 +437,16 @@ fn mds_size<'p>(
             MdsSlot::Kernel(t) => {
                 report.push("tiers", &at(t), *v);
                 times.push((t, *v));
+            }
+            MdsSlot::Divider(t) => {
+                report.push_bound(
+                    "divider",
+                    &at(t),
+                    *v,
+                    format!(
+                        "N(N-1)/2 f64 square roots and divisions by the pool's {t} thread(s), data in L1 (an iteration's arithmetic floor when delta is symmetric)"
+                    ),
+                );
             }
             MdsSlot::Limit(t) => {
                 report.push_limit(
@@ -876,6 +890,31 @@ pub(super) fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
         "runs written to {out}; analyse them with `tiers model {out}`"
     ));
     Ok(report)
+}
+
+/// The arithmetic floor of a SMACOF iteration on `pool`: N(N − 1)/2 square roots and
+/// divisions (f64, vectorised as tiers' kernel is), each worker its share, over a block of
+/// 4096 entries that stays in L1 (so memory does not count); seconds per iteration.
+fn divider_candidate(pool: &Pool, n: usize) -> Candidate<'_> {
+    const BLOCK: usize = 4096;
+    let dl: Vec<f32> = (0..BLOCK).map(|i| 0.5 + (i % 7) as f32).collect();
+    let ss: Vec<f64> = (0..BLOCK).map(|i| 1.0 + (i % 11) as f64).collect();
+    let total = n * n.saturating_sub(1) / 2;
+    Candidate::new("divider", move |k| {
+        let t0 = Instant::now();
+        for _ in 0..k {
+            pool.spmd(|w| {
+                let mine = w.static_range(&(0..total)).len();
+                let mut sum = 0.0;
+                for done in (0..mine).step_by(BLOCK) {
+                    let m = (mine - done).min(BLOCK);
+                    sum += tiers_apps::mds::divider_floor(&dl[..m], &ss[..m]);
+                }
+                std::hint::black_box(sum);
+            });
+        }
+        t0.elapsed()
+    })
 }
 
 /// The timed kernel of `scaling` for one app, size and pool: a SMACOF iteration, an EM
