@@ -270,6 +270,14 @@ fn mds_bench_has_the_read_limit_and_marginal_costs() {
         .contains("the 120x120 f32 matrix"));
     assert!(at1("tiers")["vs_limit"].as_f64().unwrap() > 0.0);
     assert!(at1("tiers-smacof")["value"].as_f64().unwrap() > 0.0);
+    // The arithmetic floor: a bound, measured, positive.
+    let divider = at1("divider");
+    assert_eq!(divider["bound"], true);
+    assert!(divider["value"].as_f64().unwrap() > 0.0);
+    assert!(divider["measured"]
+        .as_str()
+        .unwrap()
+        .contains("square roots and divisions"));
     // scikit-learn: a row when it is installed, else a note saying why not.
     let notes = v["notes"].to_string();
     if rows.iter().any(|r| r["impl"] == "scikit-learn") {
