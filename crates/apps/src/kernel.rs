@@ -144,16 +144,7 @@ unsafe fn run3_avx2(
         unsafe { _mm256_storeu_pd(lanes[k].as_mut_ptr(), a[k]) };
     }
     for (l, j) in (full..len).enumerate() {
-        let e0 = p[0] - xs[j];
-        let e1 = p[1] - ys[j];
-        let e2 = p[2] - zs[j];
-        let dd = f64::from(dl[j]);
-        let dist = (e0 * e0 + e1 * e1 + e2 * e2).sqrt();
-        let r = dd / dist.max(TINY);
-        lanes[0][l] += r * e0;
-        lanes[1][l] += r * e1;
-        lanes[2][l] += r * e2;
-        lanes[3][l] += (dist - dd) * (dist - dd);
+        lanes_add(lanes, l, &term3(dl[j], [xs[j], ys[j], zs[j]], p));
     }
 }
 
@@ -171,11 +162,18 @@ fn run3_avx2_safe(dl: &[f32], xs: &[f64], ys: &[f64], zs: &[f64], p: [f64; 3], l
     unsafe { run3_avx2(dl, xs, ys, zs, p, lanes) }
 }
 
+/// Whether the processor has AVX2 and FMA, the features every vector kernel here is compiled
+/// for.
+#[cfg(target_arch = "x86_64")]
+fn avx2_fma() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+}
+
 /// Chooses the 3-D kernel once per call site: AVX2+FMA when the processor has them.
 pub fn pick3() -> Run3 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if avx2_fma() {
             return run3_avx2_safe;
         }
     }
@@ -311,11 +309,16 @@ unsafe fn pair3_avx2(
         // SAFETY: as for the loads above.
         unsafe { _mm256_storeu_pd(lanes[k].as_mut_ptr(), a[k]) };
     }
-    for j in full..w {
-        let t = term3(dl[j], [xs[j], ys[j], zs[j]], p);
-        lanes_add(lanes, j % LANES, &t);
-        col_add(col, stride, j, &t);
-    }
+    // The last columns (fewer than 4) as the portable kernel does them: still lane j mod 4,
+    // since `full` is a multiple of 4.
+    pair3_base(
+        &dl[full..],
+        [&xs[full..w], &ys[full..w], &zs[full..w]],
+        p,
+        lanes,
+        &mut col[full..],
+        stride,
+    );
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -336,7 +339,7 @@ fn pair3_avx2_safe(
 pub fn pick_pair3() -> Pair3 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if avx2_fma() {
             return pair3_avx2_safe;
         }
     }
@@ -349,11 +352,15 @@ pub fn pick_pair3() -> Pair3 {
 pub fn divider(dl: &[f32], ss: &[f64]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if avx2_fma() {
             // SAFETY: AVX2 and FMA confirmed just above, the features `divider_avx2` needs.
             return unsafe { divider_avx2(dl, ss) };
         }
     }
+    divider_base(dl, ss)
+}
+
+fn divider_base(dl: &[f32], ss: &[f64]) -> f64 {
     dl.iter()
         .zip(ss)
         .map(|(&d, &s)| f64::from(d) / s.sqrt() + s.sqrt())
@@ -387,10 +394,7 @@ unsafe fn divider_avx2(dl: &[f32], ss: &[f64]) -> f64 {
     let mut out = [0.0f64; LANES];
     // SAFETY: `out` is four f64s, one 256-bit vector.
     unsafe { _mm256_storeu_pd(out.as_mut_ptr(), acc) };
-    let tail: f64 = (full..len)
-        .map(|j| f64::from(dl[j]) / ss[j].sqrt() + ss[j].sqrt())
-        .sum();
-    out.iter().sum::<f64>() + tail
+    out.iter().sum::<f64>() + divider_base(&dl[full..len], &ss[full..len])
 }
 
 /// Asks the processor to bring `data` into the cache: the piece of δ's next row that a tile

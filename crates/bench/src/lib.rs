@@ -593,6 +593,14 @@ pub fn parse_counts(s: &str) -> Result<Vec<usize>, String> {
 mod tests {
     use super::*;
 
+    /// The table line of implementation `imp` (its second column).
+    fn line_of(t: &str, imp: &str) -> String {
+        t.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(imp))
+            .unwrap_or_else(|| panic!("no {imp} line in {t}"))
+            .to_string()
+    }
+
     #[test]
     fn reports_say_when_and_where_with_the_round_trip() {
         let j = Report::new("x", "ns", true).to_json();
@@ -675,12 +683,7 @@ mod tests {
         r.push("tiers", &[("threads", 2.into())], 100.0);
         r.push("std", &[("threads", 2.into())], 400.0);
         let t = r.table();
-        let line = |imp: &str| {
-            t.lines()
-                .find(|l| l.split_whitespace().nth(1) == Some(imp))
-                .unwrap()
-                .to_string()
-        };
+        let line = |imp: &str| line_of(&t, imp);
         assert!(
             line("std").contains("4.000x") && line("std").contains("8.000x"),
             "{t}"
@@ -693,12 +696,7 @@ mod tests {
         // A bound is printed with its ratio but is neither the reference nor the best.
         r.push_bound("divider", &[("threads", 2.into())], 60.0, "the arithmetic");
         let t = r.table();
-        let line = |imp: &str| {
-            t.lines()
-                .find(|l| l.split_whitespace().nth(1) == Some(imp))
-                .unwrap()
-                .to_string()
-        };
+        let line = |imp: &str| line_of(&t, imp);
         assert!(line("tiers").contains("*best"), "{t}");
         assert!(line("divider").contains("0.600x") && !line("divider").contains("*best"));
         assert!(t.contains("divider: the arithmetic"), "{t}");
