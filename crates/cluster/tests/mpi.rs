@@ -150,6 +150,18 @@ fn run_scenario(
     }
 }
 
+/// Where a suite job's segment memory comes from when every rank is its own host.
+#[derive(Clone, Copy, Debug)]
+enum Windows {
+    /// The engine's choice: on one node, memory MPI allocates (Open MPI's sm component).
+    Chosen,
+    /// Memory of tiers' own exposed with `MPI_Win_create` (`TIERS_MPI_ALLOCATE=0`).
+    Created,
+    /// Memory MPI allocates because the shared-memory transport's single-copy mechanism is
+    /// off (the engine's other reason to let MPI allocate).
+    NoSingleCopy,
+}
+
 /// One suite job: its shape, whether mpirun succeeded, and what each rank recorded.
 struct SuiteJob {
     n: usize,
@@ -158,9 +170,8 @@ struct SuiteJob {
     per_host: Option<usize>,
     /// `TIERS_MPI_ONESIDED=messages`: one-sided operations between hosts as messages.
     messages: bool,
-    /// Open MPI's shared-memory transport without its single-copy mechanism, so that the
-    /// engine lets MPI allocate segment memory (every rank its own host).
-    allocated: bool,
+    /// Where segment memory comes from when every rank is its own host.
+    windows: Windows,
     success: bool,
     /// Per rank: behaviour name → `None` (passed) or `Some(message)` (failed).
     outcomes: Vec<HashMap<String, Option<String>>>,
@@ -173,7 +184,7 @@ impl SuiteJob {
         host_local: bool,
         per_host: Option<usize>,
         messages: bool,
-        allocated: bool,
+        windows: Windows,
     ) -> SuiteJob {
         let dir = std::env::temp_dir().join(format!(
             "tiers-mpi-suite-{}-{n}-{}-{}-{}-{}",
@@ -181,7 +192,7 @@ impl SuiteJob {
             u8::from(host_local),
             per_host.unwrap_or(0),
             u8::from(messages),
-            u8::from(allocated)
+            windows as u8
         ));
         let per = per_host.map(|k| k.to_string());
         let mut env = vec![(RESULTS, dir.to_str().expect("a UTF-8 temporary directory"))];
@@ -191,8 +202,15 @@ impl SuiteJob {
         if messages {
             env.push(("TIERS_MPI_ONESIDED", "messages"));
         }
-        if allocated {
-            env.push(("OMPI_MCA_btl_vader_single_copy_mechanism", "none"));
+        match windows {
+            Windows::Chosen => {}
+            Windows::Created => env.push(("TIERS_MPI_ALLOCATE", "0")),
+            Windows::NoSingleCopy => {
+                env.push(("OMPI_MCA_btl_vader_single_copy_mechanism", "none"));
+                // rdma at its own priority, so that the engine allocates because of the
+                // transport's setting alone (not because sm outranks rdma on one node).
+                env.push(("OMPI_MCA_osc_rdma_priority", "101"));
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("results directory");
@@ -218,7 +236,7 @@ impl SuiteJob {
             host_local,
             per_host,
             messages,
-            allocated,
+            windows,
             success,
             outcomes,
         }
@@ -233,8 +251,10 @@ impl SuiteJob {
         if self.messages {
             job += ", one-sided as messages";
         }
-        if self.allocated {
-            job += ", segment memory from MPI_Win_allocate";
+        match self.windows {
+            Windows::Chosen => {}
+            Windows::Created => job += ", segment memory of tiers' own (MPI_Win_create)",
+            Windows::NoSingleCopy => job += ", MPI_Win_allocate without vader's single copy",
         }
         let failed = self.failures(behaviour);
         if !failed.is_empty() {
@@ -295,19 +315,36 @@ fn jobs() -> Option<&'static Jobs> {
             let mut suite = Vec::new();
             for n in [2, 4] {
                 for host_local in [true, false] {
-                    suite.push(SuiteJob::run(&m, n, host_local, None, false, false));
+                    suite.push(SuiteJob::run(
+                        &m,
+                        n,
+                        host_local,
+                        None,
+                        false,
+                        Windows::Chosen,
+                    ));
                 }
             }
+            // Every rank its own host on windows over memory of tiers' own (where the ranks
+            // are alone on their hosts the engine lets MPI allocate it by default).
+            suite.push(SuiteJob::run(&m, 3, false, None, false, Windows::Created));
             // Two hosts of two ranks on this machine: the hierarchical paths (shared memory
             // inside a host, MPI between the hosts' leaders).
-            suite.push(SuiteJob::run(&m, 4, true, Some(2), false, false));
+            suite.push(SuiteJob::run(&m, 4, true, Some(2), false, Windows::Chosen));
             // One-sided operations between hosts as ordered messages: every rank its own
             // host, and two hosts of two.
-            suite.push(SuiteJob::run(&m, 4, false, None, true, false));
-            suite.push(SuiteJob::run(&m, 4, true, Some(2), true, false));
+            suite.push(SuiteJob::run(&m, 4, false, None, true, Windows::Chosen));
+            suite.push(SuiteJob::run(&m, 4, true, Some(2), true, Windows::Chosen));
             // Every rank its own host with segment memory MPI allocated (where Open MPI's
             // shared-memory transport does not crash on it: see the engine's README).
-            suite.push(SuiteJob::run(&m, 3, false, None, false, true));
+            suite.push(SuiteJob::run(
+                &m,
+                3,
+                false,
+                None,
+                false,
+                Windows::NoSingleCopy,
+            ));
             Some(Jobs {
                 suite,
                 threads: threads.join().expect("threaded jobs"),

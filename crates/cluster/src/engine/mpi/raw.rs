@@ -163,6 +163,7 @@ pub fn init(level: Threading) -> Result<()> {
             if flag != 0 {
                 ffi::MPI_Query_thread(&mut provided)
             } else {
+                super::segments::prefer_shared_windows_on_one_node();
                 let rc = ffi::MPI_Init_thread(
                     std::ptr::null_mut(),
                     std::ptr::null_mut(),

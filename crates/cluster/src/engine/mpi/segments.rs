@@ -267,6 +267,73 @@ pub(super) fn allocate_is_safe() -> bool {
             mca("btl_vader_single_copy_mechanism").as_deref(),
             mca("btl").as_deref(),
         )
+        || (launched_on_one_node()
+            && shared_memory_wins(mca("osc").as_deref(), mca("osc_rdma_priority").as_deref()))
+}
+
+/// Open MPI's priority of its `sm` one-sided component for windows whose ranks share a node
+/// (`rdma`'s default is 101, which is why `rdma` serves them).
+const OSC_SM_PRIORITY: u32 = 100;
+
+/// Open MPI's one-sided component for a job on one node: called before `MPI_Init`. Where
+/// every rank of the job is on this node and the user has chosen neither the one-sided
+/// components (`OMPI_MCA_osc`) nor `rdma`'s priority, this puts `rdma` just below `sm`
+/// (`OMPI_MCA_osc_rdma_priority=99`). On one node `rdma` rides vader's single copy: an atomic
+/// on a window MPI allocated takes 640-890 ns there (rounds of locks, gets and puts), and a
+/// 64-bit compare-and-swap ends the process (see [`allocate_is_safe`]). `sm` serves such
+/// windows from memory the node's ranks share, with processor atomics (50-90 ns on the
+/// machine of `docs/results/mpi.md`), so segments may live in memory MPI allocates. Windows
+/// on memory of the program's own (`sm` cannot take them) still go to `rdma`, before `pt2pt`;
+/// jobs across nodes keep Open MPI's choice. Every MPI program of the process gets the same
+/// setting: tiers' windows and the MPI rows of its benchmarks alike.
+pub(super) fn prefer_shared_windows_on_one_node() {
+    let set = |name: &str| std::env::var_os(name).is_some();
+    if raw::is_open_mpi()
+        && !set("OMPI_MCA_osc")
+        && !set("OMPI_MCA_osc_rdma_priority")
+        && launched_on_one_node()
+    {
+        // Before MPI_Init, from the thread that initialises MPI: Open MPI reads its
+        // parameters from the environment then. No other thread of tiers reads the
+        // environment while an engine starts.
+        std::env::set_var(
+            "OMPI_MCA_osc_rdma_priority",
+            (OSC_SM_PRIORITY - 1).to_string(),
+        );
+    }
+}
+
+/// Whether Open MPI's launcher says every rank of the job is on this node
+/// (`OMPI_COMM_WORLD_LOCAL_SIZE` = `OMPI_COMM_WORLD_SIZE`).
+fn launched_on_one_node() -> bool {
+    let var = |name: &str| std::env::var(name).ok();
+    one_node(
+        var("OMPI_COMM_WORLD_SIZE").as_deref(),
+        var("OMPI_COMM_WORLD_LOCAL_SIZE").as_deref(),
+    )
+}
+
+fn one_node(size: Option<&str>, local: Option<&str>) -> bool {
+    let n = |v: Option<&str>| v.and_then(|v| v.trim().parse::<usize>().ok());
+    matches!((n(size), n(local)), (Some(s), Some(l)) if s == l && s > 0)
+}
+
+/// Whether, on one node, Open MPI's settings `osc` (the one-sided components: a list to use,
+/// or after `^` a list not to) and `osc_rdma_priority` keep `rdma` off windows MPI allocates:
+/// it is not among the components, or it ranks below `sm`.
+fn shared_memory_wins(osc: Option<&str>, rdma_priority: Option<&str>) -> bool {
+    let has = |list: &str| list.split(',').any(|c| c.trim() == "rdma");
+    let rdma_listed = match osc {
+        None => true,
+        Some(osc) => match osc.strip_prefix('^') {
+            Some(excluded) => !has(excluded),
+            None => has(osc),
+        },
+    };
+    let below_sm = rdma_priority
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        .is_some_and(|p| p < OSC_SM_PRIORITY);
+    !rdma_listed || below_sm
 }
 
 /// Whether Open MPI's settings `btl_vader_single_copy_mechanism` and `btl` keep vader's
@@ -306,5 +373,32 @@ mod tests {
         assert!(out(None, Some("^openib,sm")));
         assert!(!out(None, Some("^openib")));
         assert!(!out(None, Some("smcuda,vader")));
+    }
+
+    #[test]
+    fn the_one_sided_components_are_read_as_open_mpi_reads_them() {
+        use super::shared_memory_wins as sm;
+        assert!(!sm(None, None), "Open MPI's defaults: rdma first");
+        assert!(sm(None, Some("99")));
+        assert!(!sm(None, Some("101")));
+        assert!(!sm(None, Some("high")));
+        assert!(sm(Some("^rdma"), None));
+        assert!(sm(Some("^ucx, rdma"), None));
+        assert!(!sm(Some("^ucx"), None));
+        assert!(!sm(Some("rdma,sm"), None));
+        assert!(sm(Some("rdma,sm"), Some("10")));
+        assert!(sm(Some("sm,pt2pt"), None));
+    }
+
+    #[test]
+    fn one_node_only_when_the_launcher_says_every_rank_is_here() {
+        use super::one_node;
+        assert!(one_node(Some("2"), Some("2")));
+        assert!(one_node(Some("1"), Some("1")));
+        assert!(!one_node(Some("4"), Some("2")), "two nodes");
+        assert!(!one_node(Some("2"), None), "no word from the launcher");
+        assert!(!one_node(None, None));
+        assert!(!one_node(Some("x"), Some("x")));
+        assert!(!one_node(Some("0"), Some("0")));
     }
 }
