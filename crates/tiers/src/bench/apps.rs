@@ -230,6 +230,32 @@ impl SklearnPeer {
     }
 }
 
+impl SklearnPeer {
+    /// Returns once the peer's process has used no processor time for 100 ms (at most 5 s
+    /// after the call): OpenBLAS's threads spin after a call before they sleep, and the
+    /// candidate measured next must not share the cores with them.
+    fn settle(&self) {
+        let stat = format!("/proc/{}/stat", self.child.id());
+        // utime + stime, in clock ticks: fields 14 and 15, after the parenthesised name.
+        let cpu = || -> Option<u64> {
+            let s = std::fs::read_to_string(&stat).ok()?;
+            let rest = &s[s.rfind(')')? + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        };
+        let t0 = Instant::now();
+        let mut last = cpu();
+        while t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = cpu();
+            if now.is_none() || now == last {
+                break;
+            }
+            last = now;
+        }
+    }
+}
+
 impl Drop for SklearnPeer {
     fn drop(&mut self) {
         // Closing stdin ends the peer's loop.
@@ -419,7 +445,7 @@ fn mds_size<'p>(
                         // OpenBLAS's threads spin about 0.1 s after a call before they sleep:
                         // let them settle, untimed, so that they do not take the cores from the
                         // candidate measured next (tiers' kernel row ran 1.2-2.6x slower).
-                        std::thread::sleep(Duration::from_millis(300));
+                        peer.borrow().settle();
                         Duration::from_secs_f64(sum)
                     })
                 }
