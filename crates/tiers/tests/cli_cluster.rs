@@ -174,7 +174,7 @@ fn put_refuses_one_rank_and_reads_two_against_memcpy() {
 }
 
 #[test]
-fn kneighbor_runs_three_routes_and_says_when_charm_is_absent() {
+fn kneighbor_runs_every_route_and_says_when_charm_is_absent() {
     let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
         .args([
             "bench",
@@ -194,7 +194,12 @@ fn kneighbor_runs_three_routes_and_says_when_charm_is_absent() {
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_str(&stdout).expect("JSON");
     let res = v["results"].as_array().expect("results");
-    for imp in ["tiers-smp", "tiers-smp-nobypass", "tiers-process"] {
+    for imp in [
+        "tiers-smp",
+        "tiers-smp-nobypass",
+        "tiers-process",
+        "tiers-smp-block",
+    ] {
         for bytes in [16, 256, 4096, 16384] {
             assert!(
                 res.iter().any(|r| r["impl"] == imp

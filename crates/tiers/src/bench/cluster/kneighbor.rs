@@ -4,6 +4,11 @@
 //!
 //! - `tiers-smp`: one process, the endpoint library (`endpoint::run`) on a pool of 2 workers;
 //!   a message between workers goes by pointer into the target worker's inbox (the bypass).
+//!   Senders write every byte of the payload and receivers read it, as Charm++'s kNeighbor
+//!   does with `TOUCH_MSGDATA 1`.
+//! - `tiers-smp-block`: the same with the elements in two blocks, one per worker (Charm++'s
+//!   default map: only the messages at the blocks' edges cross workers), touching only the
+//!   header byte, as Charm++'s default build does; beside Charm++'s own kNeighbor.
 //! - `tiers-smp-nobypass`: one process, 2 workers, and a message between workers goes through
 //!   the engine instead: each worker is a rank of the `local` engine and polls its own
 //!   mailbox. No progress thread: it differs from `tiers-smp` in the route only.
@@ -41,16 +46,70 @@ struct Elem {
     steps: usize,
     step: usize,
     replies: usize,
+    place: Placement,
+    /// The payload is written by the sender and read by the receiver (Charm++'s
+    /// `TOUCH_MSGDATA 1`); otherwise only the header byte is (its default).
+    touch: bool,
+    /// Buffers the replies brought back, reused for the next step's requests.
+    spare: Vec<Vec<u8>>,
+}
+
+/// Where the elements of the ring live, given that the endpoint library puts endpoint `e` on
+/// slot `e % slots` (round-robin).
+#[derive(Clone, Copy, PartialEq)]
+enum Placement {
+    /// Element i is endpoint i: neighbours on other workers (2 of every 3 messages cross).
+    RoundRobin,
+    /// Element i lives on slot i / (n / slots), as Charm++'s default map places an array:
+    /// only the messages at the blocks' edges cross workers.
+    Block { slots: usize },
+}
+
+impl Placement {
+    /// The endpoint of element `i` of `n`.
+    fn endpoint(self, i: usize, n: usize) -> EpId {
+        match self {
+            Placement::RoundRobin => i,
+            Placement::Block { slots } => {
+                let per = n / slots;
+                (i % per) * slots + i / per
+            }
+        }
+    }
+
+    /// The element of endpoint `e` of `n`.
+    fn element(self, e: EpId, n: usize) -> usize {
+        match self {
+            Placement::RoundRobin => e,
+            Placement::Block { slots } => (e % slots) * (n / slots) + e / slots,
+        }
+    }
+}
+
+/// What a touching sender writes: 32-bit words 0, 1, 2, … (Charm++'s `init`), as long as the
+/// largest message.
+fn pattern() -> &'static [u8] {
+    static P: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let max = SIZES.iter().copied().max().unwrap_or(0);
+        (0..max.div_ceil(4) as u32)
+            .flat_map(u32::to_ne_bytes)
+            .collect()
+    })
 }
 
 impl Elem {
-    fn requests(&self, ctx: &mut Ctx<'_>) -> Result<()> {
-        let (me, n) = (ctx.id(), ctx.total());
+    fn requests(&mut self, ctx: &mut Ctx<'_>) -> Result<()> {
+        let n = ctx.total();
+        let me = self.place.element(ctx.id(), n);
         for d in 1..=K {
             for to in [(me + d) % n, (me + n - d % n) % n] {
-                let mut m = vec![0u8; self.size];
+                let mut m = self.spare.pop().unwrap_or_else(|| vec![0u8; self.size]);
+                if self.touch {
+                    m.copy_from_slice(&pattern()[..self.size]);
+                }
                 m[0] = REQ;
-                ctx.send(to, m)?;
+                ctx.send(self.place.endpoint(to, n), m)?;
             }
         }
         Ok(())
@@ -67,9 +126,18 @@ impl Endpoint for Elem {
 
     fn receive(&mut self, ctx: &mut Ctx<'_>, from: EpId, mut data: Vec<u8>) -> Result<()> {
         if data[0] == REQ {
+            if self.touch {
+                // Charm++'s receiver sums the payload as ints.
+                let sum = data
+                    .chunks_exact(4)
+                    .map(|w| u32::from_ne_bytes(w.try_into().expect("4 bytes")))
+                    .fold(0u32, u32::wrapping_add);
+                std::hint::black_box(sum);
+            }
             data[0] = REP; // the reply travels in the request's buffer
             return ctx.send(from, data);
         }
+        self.spare.push(data);
         self.replies += 1;
         if self.replies == 2 * K {
             self.replies = 0;
@@ -84,7 +152,14 @@ impl Endpoint for Elem {
 }
 
 /// Seconds for `steps` steps (the slowest rank's).
-fn time_steps(w: &World, pool: &Pool, d: Delivery, size: usize, steps: usize) -> Result<f64> {
+fn time_steps(
+    w: &World,
+    pool: &Pool,
+    d: Delivery,
+    place: Placement,
+    size: usize,
+    steps: usize,
+) -> Result<f64> {
     w.barrier(Timeout::Block)?;
     let t = Instant::now();
     endpoint::run(w, pool, ELEMENTS, d, |_| Elem {
@@ -92,6 +167,11 @@ fn time_steps(w: &World, pool: &Pool, d: Delivery, size: usize, steps: usize) ->
         steps,
         step: 0,
         replies: 0,
+        place,
+        // Round-robin rows stand beside Charm++'s round-robin build, which touches the
+        // payload; the block row beside its own map, which does not.
+        touch: place == Placement::RoundRobin,
+        spare: Vec::with_capacity(2 * K),
     })?;
     let mut m = [0.0f64];
     w.allreduce(
@@ -407,7 +487,15 @@ pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
     let pool = Pool::builder().threads(2).build()?;
     let worlds = tiers_cluster::Builder::new().local(2)?;
     let cpus = pool.cpus().to_vec();
-    let imps = ["tiers-smp", "tiers-smp-nobypass", "tiers-process"];
+    let imps = [
+        "tiers-smp",
+        "tiers-smp-nobypass",
+        "tiers-process",
+        "tiers-smp-block",
+    ];
+    let block = Placement::Block {
+        slots: w.size() * pool.threads(),
+    };
     // samples[imp][size] over rounds
     let mut samples = vec![vec![Vec::new(); SIZES.len()]; imps.len()];
     let t = opts.min_time / ROUNDS as f64;
@@ -415,7 +503,11 @@ pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
         progress(opts, format!("kneighbor round {}/{ROUNDS}", round + 1));
         for (j, &size) in SIZES.iter().enumerate() {
             samples[0][j].push(measure(t, |steps| {
-                time_steps(&w, &pool, Delivery::Bypass, size, steps)
+                let rr = Placement::RoundRobin;
+                time_steps(&w, &pool, Delivery::Bypass, rr, size, steps)
+            })?);
+            samples[3][j].push(measure(t, |steps| {
+                time_steps(&w, &pool, Delivery::Bypass, block, size, steps)
             })?);
             samples[1][j].push(nobypass(&worlds, &cpus, size, t)?);
         }
@@ -440,7 +532,7 @@ pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
         }
     }
     report.note(format!(
-        "k = {K}, {ELEMENTS} elements round-robin on 2 workers pinned to cpus {cpus:?}; smp: endpoint::run, one process, messages between workers by pointer; smp-nobypass: the same two threads as ranks of the local engine, messages between them through the engine's mailboxes, each worker polling its own (no progress thread); process: 2 processes of one worker each over shm, each polling its own mailbox (two copies per payload); median of {ROUNDS} rounds"
+        "k = {K}, {ELEMENTS} elements round-robin on 2 workers pinned to cpus {cpus:?} (smp-block: in two blocks, as Charm++'s default map, so only the messages at the blocks' edges cross workers); smp's senders write every payload byte and its receivers read them (Charm++'s TOUCH_MSGDATA 1, as in its rr build), smp-block's touch the header only (Charm++'s default); smp: endpoint::run, one process, messages between workers by pointer; smp-nobypass: the same two threads as ranks of the local engine, messages between them through the engine's mailboxes, each worker polling its own (no progress thread); process: 2 processes of one worker each over shm, each polling its own mailbox (two copies per payload); median of {ROUNDS} rounds"
     ));
     Ok(report)
 }
@@ -598,5 +690,33 @@ mod charm {
             assert_eq!(super::parse(out), Some(12.5));
             assert_eq!(super::parse("nothing"), None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Placement;
+
+    #[test]
+    fn blocks_are_contiguous_and_every_element_has_one_endpoint() {
+        let n = 64;
+        for place in [Placement::RoundRobin, Placement::Block { slots: 2 }] {
+            let mut seen = vec![false; n];
+            for i in 0..n {
+                let e = place.endpoint(i, n);
+                assert!(!seen[e], "endpoint {e} given twice");
+                seen[e] = true;
+                assert_eq!(place.element(e, n), i);
+            }
+        }
+        // The endpoint library puts endpoint e on slot e % 2: a block is one slot.
+        let block = Placement::Block { slots: 2 };
+        for i in 0..n {
+            assert_eq!(block.endpoint(i, n) % 2, i / 32, "element {i}");
+        }
+        let crossing = (0..n)
+            .filter(|&i| block.endpoint(i, n) % 2 != block.endpoint((i + 1) % n, n) % 2)
+            .count();
+        assert_eq!(crossing, 2, "only the blocks' two edges cross");
     }
 }
