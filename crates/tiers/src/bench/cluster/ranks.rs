@@ -6,36 +6,46 @@ use serde_json::json;
 use tiers_bench::{limit, progress, Opts, Report};
 use tiers_cluster::{Op, SegId, Timeout, World};
 
+/// Rounds of the rows and the limit, alternated.
+const ROUNDS: usize = 3;
+
 pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
     let _seg = w.segment(SegId(0), 64)?;
     let mut report = Report::new("ranks", "ns", true);
-    let mut rows = Vec::new();
     progress(opts, format!("ranks: {} ranks", w.size()));
-    let t = sync_measure(w, opts.min_time, |n| {
-        for _ in 0..n {
-            w.barrier(Timeout::Block).expect("barrier");
-        }
-    })?;
-    rows.push(("barrier", t));
-    let mut y = [0.0f64];
-    let t = sync_measure(w, opts.min_time, |n| {
-        for i in 0..n {
-            w.allreduce(&[i as f64], &mut y, Op::Sum, Timeout::Block)
-                .expect("allreduce");
-        }
-    })?;
-    rows.push(("allreduce", t));
-    let t = sync_measure(w, opts.min_time, |n| {
-        for _ in 0..n {
-            w.atomic_fetch_add(SegId(0), 0, 0, 1).expect("fetch_add");
-        }
-    })?;
-    rows.push(("fetch_add", t));
     let line = RankLine::new(w)?;
-    let round_trip = match &line {
-        Some(l) => Some(round_trips(w, l, opts.min_time)?),
-        None => None,
-    };
+    // The rows and the limit are measured in alternating rounds, so that each sees the same
+    // state of the machine (a virtual machine's cores move between fast and slow round trips
+    // from one second to the next); each is the median of its rounds.
+    let t = opts.min_time / ROUNDS as f64;
+    let mut samples = [const { Vec::new() }; 4];
+    let mut y = [0.0f64];
+    for _ in 0..ROUNDS {
+        samples[0].push(sync_measure(w, t, |n| {
+            for _ in 0..n {
+                w.barrier(Timeout::Block).expect("barrier");
+            }
+        })?);
+        samples[1].push(sync_measure(w, t, |n| {
+            for i in 0..n {
+                w.allreduce(&[i as f64], &mut y, Op::Sum, Timeout::Block)
+                    .expect("allreduce");
+            }
+        })?);
+        samples[2].push(sync_measure(w, t, |n| {
+            for _ in 0..n {
+                w.atomic_fetch_add(SegId(0), 0, 0, 1).expect("fetch_add");
+            }
+        })?);
+        if let Some(l) = &line {
+            samples[3].push(round_trips(w, l, t)?);
+        }
+    }
+    let rows = ["barrier", "allreduce", "fetch_add"]
+        .into_iter()
+        .zip(&samples)
+        .map(|(op, v)| (op, tiers_bench::median(v)));
+    let round_trip = line.as_ref().map(|_| tiers_bench::median(&samples[3]));
     for (op, secs) in rows {
         report.push(
             &imp(w),
@@ -53,7 +63,7 @@ pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
         }
         _ => report.note("limit: none with one rank (nothing crosses between cores)"),
     }
-    report.note("every rank runs the same count; the time is the slowest rank's; fetch_add: all ranks add to one word at rank 0");
+    report.note(format!("every rank runs the same count; the time is the slowest rank's; fetch_add: all ranks add to one word at rank 0; each row and the limit: the median of {ROUNDS} alternating rounds"));
     w.barrier(Timeout::Block)?;
     Ok(report)
 }
