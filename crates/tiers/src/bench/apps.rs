@@ -228,9 +228,7 @@ impl SklearnPeer {
             stress: f("stress"),
         }
     }
-}
 
-impl SklearnPeer {
     /// Returns once the peer's process has used no processor time for 100 ms (at most 5 s
     /// after the call): OpenBLAS's threads spin after a call before they sleep, and the
     /// candidate measured next must not share the cores with them.
