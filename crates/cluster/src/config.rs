@@ -51,6 +51,10 @@ pub mod env {
     /// windows, the default) or `messages` (ordered two-sided messages applied by the target;
     /// the GASPI library's default, `engine::prefer_onesided_messages`).
     pub const MPI_ONESIDED: &str = "TIERS_MPI_ONESIDED";
+    /// `0`: in the `mpi` engine's messages mode, no doorbell (a datagram that wakes a target's
+    /// stand-by thread when an operation has been sent to it; default on, see the engine's
+    /// README).
+    pub const MPI_DOORBELL: &str = "TIERS_MPI_DOORBELL";
     /// Whether the mpi engine lets MPI allocate segment memory (`MPI_Win_allocate`, whose
     /// windows MPI serves fastest) when every rank is alone on its host: `1` yes, `0` no (windows
     /// over memory of tiers' own, as with several ranks per host); unset: yes unless Open MPI's
@@ -245,6 +249,9 @@ pub(crate) const LAUNCH_KILL_AFTER: Duration = Duration::from_secs(1);
 /// 512 KiB, so 4096 ranks take 2 GiB of /dev/shm) and, with `--prefix`, two forwarding
 /// threads; no machine tiers targets has more cores than this.
 pub const MAX_RANKS: usize = 4096;
+/// The most worker threads per rank a launcher starts a job with (`--threads`): well above
+/// any machine's cores per rank, and small enough that ranks × threads cannot overflow.
+pub const MAX_THREADS: usize = 1024;
 /// The longest piece of a line `tiers run --prefix` holds before writing it out: a longer
 /// line is written in pieces, each with the prefix, instead of growing without bound.
 pub(crate) const PREFIX_LINE_MAX: usize = 64 * 1024;

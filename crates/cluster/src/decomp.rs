@@ -108,16 +108,21 @@ pub fn split(n: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
 /// close to its share as whole points allow (largest remainders first); every point is in
 /// exactly one piece. Weights of zero get empty pieces; all zero weights split evenly.
 pub fn split_ratio(n: usize, weights: &[usize]) -> Vec<std::ops::Range<usize>> {
-    let total: usize = weights.iter().sum();
+    // In u128: n × weight and the weights' sum cannot overflow, whatever the caller gives.
+    let total: u128 = weights.iter().map(|&w| w as u128).sum();
     if total == 0 {
         return (0..weights.len())
             .map(|i| split(n, weights.len(), i))
             .collect();
     }
-    let mut len: Vec<usize> = weights.iter().map(|&w| n * w / total).collect();
+    let share = |w: usize| n as u128 * w as u128;
+    let mut len: Vec<usize> = weights
+        .iter()
+        .map(|&w| (share(w) / total) as usize)
+        .collect();
     let mut left = n - len.iter().sum::<usize>();
     let mut order: Vec<usize> = (0..weights.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse((n * weights[i]) % total));
+    order.sort_by_key(|&i| std::cmp::Reverse(share(weights[i]) % total));
     for &i in order.iter().filter(|&&i| weights[i] > 0) {
         if left == 0 {
             break;
@@ -471,6 +476,11 @@ mod tests {
                 }
             }
         }
+        // Weights whose products and sum overflow usize still split in their ratio.
+        let r = split_ratio(64, &[usize::MAX, usize::MAX]);
+        assert_eq!(r, vec![0..32, 32..64]);
+        let r = split_ratio(64, &[usize::MAX / 3 * 2, usize::MAX / 3]);
+        assert_eq!(r, vec![0..43, 43..64]);
         let b = Box3::new([0, 0, 0], [12, 4, 4]);
         let t = thread_split(&b, &[2, 1]);
         assert_eq!(t[0].extent(), [8, 4, 4]);

@@ -229,6 +229,21 @@ fn run_refuses_jobs_this_host_cannot_hold() {
         (vec!["-n", "100000000"], "at most"),
         (vec!["-n", "0"], "at least 1"),
         (vec!["--threads", "0"], "--threads"),
+        (
+            vec!["-n", "2", "--threads", "9223372036854775808"],
+            "at most",
+        ),
+        (
+            vec![
+                "--engine",
+                "tcp",
+                "-n",
+                "1",
+                "--hosts",
+                "a:18446744073709551615,b:1",
+            ],
+            "ranks per host",
+        ),
         (vec!["--grace", "1e20"], "--grace"),
         (vec!["--timeout", "soon"], "duration"),
         (vec!["--timeout", "0"], "--timeout must be longer than zero"),

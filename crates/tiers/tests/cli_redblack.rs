@@ -80,6 +80,45 @@ fn redblack_refuses_bad_arguments() {
     let (code, _, err) = tiers(&["redblack", "--n", "0"], &[]);
     assert_ne!(code, Some(0));
     assert!(err.contains("at least 1"), "{err}");
+    // Sizes that would overflow or exhaust memory, absurd thread counts and weights are
+    // errors that name them, before anything is allocated or started (no panic, no abort).
+    for (args, want) in [
+        (&["--n", "2097152"][..], "overflow"),
+        (&["--n", "100000"], "more than this machine"),
+        (&["--n", "18446744073709551615"], "overflow"),
+        (&["--threads", "18446744073709551615"], "out of range"),
+        (&["--threads", "100000"], "out of range"),
+        (
+            &[
+                "--variant",
+                "irr",
+                "--threads",
+                "3",
+                "--irr",
+                "9223372036854775807:1",
+            ],
+            "above",
+        ),
+    ] {
+        let mut a = vec!["redblack"];
+        a.extend(args);
+        let (code, _, err) = tiers(&a, &[]);
+        assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?} {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let (code, _, err) = tiers(&["bench", "redblack", "--", "2097152"], &[]);
+    assert!(code.is_some_and(|c| c != 0), "{err}");
+    assert!(
+        err.contains("overflow") && !err.contains("panicked"),
+        "{err}"
+    );
+    let (code, _, err) = tiers(&["bench", "progress", "--min-time", "1e18"], &[]);
+    assert!(code.is_some_and(|c| c != 0), "{err}");
+    assert!(
+        err.contains("--min-time") && !err.contains("panicked"),
+        "{err}"
+    );
 }
 
 /// `tiers bench overlap` under two ranks with the proxy policy: every candidate, every size,

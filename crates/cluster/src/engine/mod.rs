@@ -69,7 +69,14 @@ fn which() -> Result<Which> {
     }
     match engine.as_deref() {
         None | Some("") => Ok(Which::Alone),
-        Some("local") => Ok(Which::Local(config::env_usize(env::SIZE)?.unwrap_or(1))),
+        Some("local") => match config::env_usize(env::SIZE)?.unwrap_or(1) {
+            n @ 1..=config::MAX_RANKS => Ok(Which::Local(n)),
+            n => Err(Error::Setup(format!(
+                "{}={n}: the local engine runs 1..={} ranks",
+                env::SIZE,
+                config::MAX_RANKS
+            ))),
+        },
         Some("shm") => {
             let job = config::env_str(env::JOB)
                 .ok_or_else(|| Error::Setup(format!("{} is not set", env::JOB)))?;
@@ -327,6 +334,13 @@ pub trait Engine: Send + Sync {
     fn progress_wait(&self, max: std::time::Duration) -> Result<bool> {
         let _ = max;
         self.progress()
+    }
+    /// Whether [`progress_stand_by`](Engine::progress_stand_by) sleeps until the transport
+    /// has work for this rank, so that a thread standing by for arriving data need not probe
+    /// on a timer: where [`progress_sleeps`](Engine::progress_sleeps), and on the mpi engine
+    /// where another host's operations ring a doorbell.
+    fn progress_stands_by(&self) -> bool {
+        self.progress_sleeps()
     }
     /// A thread is about to wait in calls of its own that drive the progress engine
     /// ([`progress_wait`](Engine::progress_wait) in a loop): a thread that only stands by

@@ -118,7 +118,7 @@ pub enum Stop {
     },
 }
 
-pub use crate::config::MAX_RANKS;
+pub use crate::config::{MAX_RANKS, MAX_THREADS};
 
 /// The hosts of a `tcp` job that spans several (`tiers run --engine tcp --hosts …`): one
 /// launcher runs on each host (started there by whatever starts programs on it: a batch
@@ -153,6 +153,14 @@ impl Hosts {
                 return Err(invalid(format!(
                     "--hosts: {item:?} needs an address and at least 1 rank"
                 )));
+            }
+            if n > MAX_RANKS {
+                return Err(invalid(format!(
+                    "--hosts: {item:?}: at most {MAX_RANKS} ranks per host"
+                )));
+            }
+            if hosts.len() >= MAX_RANKS {
+                return Err(invalid(format!("--hosts: more than {MAX_RANKS} hosts")));
             }
             hosts.push((addr.to_string(), n));
         }
@@ -293,6 +301,12 @@ impl Job {
         }
         if self.replicas == 0 {
             return invalid("--replicas must be at least 1".into());
+        }
+        if self.threads > MAX_THREADS {
+            return invalid(format!(
+                "--threads {}: at most {MAX_THREADS} threads per rank",
+                self.threads
+            ));
         }
         if let Some(h) = &self.hosts {
             if self.engine != "tcp" {

@@ -42,7 +42,9 @@ fn timed(cmd: &mut Command, what: &str) -> Result<f64, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    seconds(&text).ok_or_else(|| format!("{what}: no time in {text}"))
+    seconds(&text)
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+        .ok_or_else(|| format!("{what}: no time (seconds, finite, not negative) in {text}"))
 }
 
 /// Runs the benchmark (it starts the ranks it needs).

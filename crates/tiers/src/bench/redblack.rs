@@ -15,6 +15,9 @@ const ITERS: usize = 50;
 fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String> {
     let e = |e: tiers_cluster::Error| e.to_string();
     let variants = Variant::ALL;
+    if !tiers_cluster::decomp::Decomp::new([n; 3], w.size(), 1).ghosts_fit() {
+        return Err(format!("N = {n} is too small for {} ranks", w.size()));
+    }
     let mut r = Report::new("redblack", "ms/iter", true);
     for &threads in &ctx.opts.threads {
         // samples[variant][part][round]
@@ -81,6 +84,9 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             .map_err(|_| format!("tiers bench redblack: {a}: not a mesh size"))?,
         None => 64,
     };
+    for &t in &ctx.opts.threads {
+        crate::cmd::redblack::check_size(n, t).map_err(|e| format!("tiers bench redblack: {e}"))?;
+    }
     let results = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, ctx, n)))?;
     let mut report = None;
     for (rank, r) in results {

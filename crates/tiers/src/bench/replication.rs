@@ -46,6 +46,12 @@ pub(super) fn rank_main(ctx: &Ctx<'_>) -> Outcome {
         })
     };
     let (bytes, iters) = (arg(0, ALLTOALLV_BYTES)?, arg(1, ALLTOALLV_ITERS)?);
+    if bytes > 64 << 20 {
+        return Err(format!(
+            "tiers bench replication-rank: {bytes} bytes per pair: at most 64 MiB"
+        )
+        .into());
+    }
     let w = tiers_cluster::init()?;
     let patient = Timeout::After(Duration::from_secs(120));
     let c = Comm::new(&w, SegId(9), patient)?;

@@ -593,6 +593,31 @@ pub fn summarize(w: &World, b: &Block, t: &Times) -> tiers_cluster::Result<([f64
     Ok((tmax, r[0].sqrt(), e[0]))
 }
 
+/// The largest weight of `--irr` (a ratio, not a size: a million to one is already no split).
+const IRR_MAX: usize = 1_000_000;
+
+/// Checks a mesh size and a thread count before anything is allocated or started: at least
+/// one of each, at most [`MAX_THREADS`](super::fft2d::MAX_THREADS) threads, and the N³ mesh
+/// (two arrays of f64 with their ghost planes) within the machine's memory.
+pub fn check_size(n: usize, threads: usize) -> Result<(), String> {
+    if n == 0 || threads == 0 {
+        return Err("--n and --threads must be at least 1".into());
+    }
+    if threads > super::fft2d::MAX_THREADS {
+        return Err(format!(
+            "--threads {threads} is out of range 1..={}",
+            super::fft2d::MAX_THREADS
+        ));
+    }
+    let side = n.checked_add(2).ok_or("--n overflows")?;
+    let points = tiers_apps::limits::mul("mesh", side, side)
+        .and_then(|p| tiers_apps::limits::mul("mesh", p, side))
+        .map_err(|e| format!("--n {n}: {e}"))?;
+    tiers_apps::limits::check_alloc("the mesh (u and f)", points, 16)
+        .map_err(|e| format!("--n {n}: {e}"))?;
+    Ok(())
+}
+
 /// Parses `m:n[:…]` into `count` weights (`irr`'s compute threads).
 pub fn parse_irr(s: &str, count: usize) -> Result<Vec<usize>, String> {
     let w: Vec<usize> = s
@@ -603,6 +628,9 @@ pub fn parse_irr(s: &str, count: usize) -> Result<Vec<usize>, String> {
                 .map_err(|_| format!("--irr {s}: not a ratio like 3:1"))
         })
         .collect::<Result<_, _>>()?;
+    if let Some(x) = w.iter().find(|&&x| x > IRR_MAX) {
+        return Err(format!("--irr {s}: weight {x} above {IRR_MAX}"));
+    }
     if w.len() != count || w.iter().all(|&x| x == 0) {
         return Err(format!(
             "--irr {s}: needs {count} weights (one per compute thread of irr: --threads - 1), not all 0"
@@ -613,9 +641,7 @@ pub fn parse_irr(s: &str, count: usize) -> Result<Vec<usize>, String> {
 
 /// Runs `tiers redblack`.
 pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if a.n == 0 || a.threads == 0 {
-        return Err("tiers redblack: --n and --threads must be at least 1".into());
-    }
+    check_size(a.n, a.threads).map_err(|e| format!("tiers redblack: {e}"))?;
     let irr = match &a.irr {
         Some(s) => parse_irr(s, Variant::Irr.compute_threads(a.threads))?,
         None => Vec::new(),
