@@ -321,12 +321,16 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         .map_err(err)?
         .as_ptr();
     let mem_engine = matches!(w.engine_name(), "shm" | "local");
-    let (drives, sleeps) = if mem_engine {
-        (false, false)
+    let (drives, sleeps, stands_by) = if mem_engine {
+        (false, false, false)
     } else {
         let e = w.engine();
         let drives = e.needs_progress() && e.any_thread();
-        (drives, drives && e.progress_sleeps())
+        (
+            drives,
+            drives && e.progress_sleeps(),
+            drives && e.progress_stands_by(),
+        )
     };
     let qn = cfg.queue_num.min(QUEUE_MAX) as usize;
     let c = Box::new(Ctx {
@@ -374,7 +378,8 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     // between hosts, osc over TCP), it also lets MPI progress every `PROGRESS_POLL`: a GASPI
     // program may wait for a write by spinning on its own segment's memory, calling nothing
     // (GPI-2's write_lat does), and the write must land all the same, as it does on RDMA.
-    // Where the engine's progress can sleep until its sockets have data (the tcp engine), the
+    // Where the engine's progress can sleep until its sockets have data (the tcp engine), or
+    // until another host rings this rank's doorbell (the mpi engine's messages mode), the
     // watcher stands by in that sleep instead, as GPI-2's TCP device's thread does: an
     // arriving write is applied at once, and a quiet rank costs no wake-ups but the kill
     // word's.
@@ -389,7 +394,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                     // SAFETY: ends the process at once, as GPI-2's kill does.
                     unsafe { libc::_exit(0) };
                 }
-                if sleeps {
+                if stands_by {
                     c.w.progress_stand_by(KILL_POLL);
                     continue;
                 }

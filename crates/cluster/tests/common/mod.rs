@@ -28,6 +28,7 @@ macro_rules! suite {
             rma::segments_register_at_every_rank,
             rma::write_notify_shows_data_before_the_notification,
             rma::atomic_store_lands_after_the_data,
+            rma::a_store_wakes_a_rank_that_stands_by,
             rma::writes_reach_every_rank,
             rma::reads_fetch_remote_data,
             rma::local_waits_land_before_what_follows,

@@ -111,6 +111,35 @@ pub fn atomic_store_lands_after_the_data(w: &World) {
     f.done();
 }
 
+/// A rank that only stands by for arriving data (`World::progress_stand_by`, what the GASPI
+/// library's watcher does while a program spins on its memory) sees every round's store land;
+/// where the engine's stand-by sleeps until work arrives (the tcp engine's sockets, the mpi
+/// engine's doorbells), the store wakes it: no round waits for the stand-by's 20 s timeout.
+pub fn a_store_wakes_a_rank_that_stands_by(w: &World) {
+    let f = Fixture::new(w);
+    const FLAG: usize = 3600;
+    let max = std::time::Duration::from_secs(20);
+    // SAFETY: as in `await_word`: an 8-aligned word inside the segment, loaded atomically.
+    let word = unsafe { &*(f.seg.as_ptr().add(FLAG) as *const std::sync::atomic::AtomicU64) };
+    for round in 1..=20u64 {
+        ok(w.barrier(BLK), "barrier");
+        ok(f.q.atomic_store(S1.on(f.next, FLAG), round), "atomic_store");
+        ok(f.q.wait_local(BLK), "local wait");
+        let t0 = std::time::Instant::now();
+        while word.load(std::sync::atomic::Ordering::Acquire) != round {
+            assert!(
+                t0.elapsed() < max / 2,
+                "round {round}: a stand-by was not woken by the store (waited {:?})",
+                t0.elapsed()
+            );
+            w.progress_stand_by(max);
+        }
+    }
+    ok(f.q.wait(BLK), "wait");
+    ok(w.barrier(BLK), "barrier");
+    f.done();
+}
+
 /// 64 bytes that say which round and which step wrote them.
 fn stamp(round: u32, step: u8) -> [u8; 64] {
     let mut v = [0u8; 64];

@@ -29,6 +29,7 @@
 //! wait of the engine, at `World::progress`, and in the GASPI library's watcher. Between
 //! those, as with windows over osc pt2pt, a rank that computes answers nobody.
 
+use super::doorbell::{self, Doorbell};
 use super::raw::{self, Comm, Req};
 use super::{MpiEngine, SEG_HEADER};
 use crate::engine::{Engine, KeepAlive};
@@ -38,6 +39,11 @@ use crate::wait;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A stand-by thread's nap while a payload is still being received: each pass lets MPI read
+/// what its sockets hold.
+const STAND_BY_NAP: Duration = Duration::from_micros(20);
 
 /// Headers, with their inline payloads.
 const TAG_OP: i32 = 0x7440;
@@ -53,17 +59,17 @@ const TAG_REPLY: i32 = 0x7442;
 pub(super) const INLINE_MAX: usize = 8 * 1024;
 
 /// Larger payloads travel in messages of at most this many bytes, each below the eager limit
-/// of MPI's TCP transports (64 KiB in Open MPI), so that none waits for a rendezvous with its
-/// receiver: the target posts the receives of them all into its segment when it applies the
-/// header, and the bytes flow while both sides merely poll.
-const CHUNK: usize = 32 * 1024;
+/// of MPI's TCP transports (64 KiB in Open MPI, headers included), so that none waits for a
+/// rendezvous with its receiver: the target posts the receives of them all into its segment
+/// when it applies the header, and the bytes flow while both sides merely poll.
+const CHUNK: usize = 64_000;
 
-/// Payloads above this many bytes travel as one message (MPI's rendezvous): measured on
-/// loopback over TCP, many eager chunks then cost more than the rendezvous' round trip
-/// (128 KiB: 160-190 against 113-147 µs per GPI-2 `write_lat` step, 256 KiB: 270-360
-/// against 124-137, 2 MiB: 2.1 against 1.1 ms), while up to here the chunks win (64 KiB:
-/// 91 against 215 µs).
-const CHUNKED_MAX: usize = 64 * 1024;
+/// Payloads above this many bytes travel as one message (MPI's rendezvous). With the
+/// doorbell, measured across two namespaced hosts over TCP (GPI-2's `write_lat`, µs per
+/// step): pieces of 64,000 bytes against 32 KiB and one rendezvous message, 128 KiB 132-144
+/// against 134-175 and 400-486, 512 KiB 352-358 against 405-648 and 365-381; at 1 MiB the
+/// pieces lose (2.9-3.9 ms against 0.6).
+const CHUNKED_MAX: usize = 512 * 1024;
 
 /// The piece length a payload of `len` bytes travels in.
 fn piece(len: usize) -> usize {
@@ -205,15 +211,34 @@ pub(super) struct Am {
     /// and the receive of its answer, go out as one.
     tx: Mutex<()>,
     rx: Mutex<Rx>,
+    /// Wakes a target's stand-by thread when a header leaves for it (see [`Doorbell`]).
+    pub(super) bell: Option<Doorbell>,
 }
 
 impl Am {
-    pub(super) fn new(comm: Comm) -> Result<Am> {
+    /// The messages mode's state over a duplicate of `comm` (collective: the doorbells'
+    /// addresses are gathered; `bell_off`: no doorbells).
+    pub(super) fn new(comm: Comm, bell_off: bool) -> Result<Am> {
+        let comm = raw::dup(comm)?;
         Ok(Am {
-            comm: raw::dup(comm)?,
+            comm,
             tx: Mutex::new(()),
             rx: Mutex::new(Rx::default()),
+            bell: Doorbell::open(comm, bell_off)?,
         })
+    }
+
+    /// Sends header message `msg` to `rank` and rings its doorbell. Under `tx`.
+    ///
+    /// # Safety
+    /// As [`raw::isend`]: `msg` stays valid and unmoved until the request completes.
+    unsafe fn send_op(&self, msg: &[u8], rank: Rank) -> Result<Req> {
+        // SAFETY: the caller's promise.
+        let r = unsafe { raw::isend(msg, rank, TAG_OP, self.comm, false)? };
+        if let Some(b) = &self.bell {
+            b.ring(rank);
+        }
+        Ok(r)
     }
 }
 
@@ -248,8 +273,7 @@ impl MpiEngine {
             let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: msg moves into `p.bufs` (heap memory that does not move), which lives
             // until the request completes.
-            p.reqs
-                .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+            p.reqs.push(unsafe { am.send_op(&msg, rank)? });
             p.bufs.push(msg);
         } else {
             let msg = Hdr::new(Kind::PutLarge, seg, off, len).message(&[]);
@@ -267,6 +291,14 @@ impl MpiEngine {
                 p.reqs
                     .push(unsafe { raw::isend(c, rank, TAG_PAYLOAD, am.comm, false)? });
             }
+            if let Some(b) = &am.bell {
+                // The doorbell rings once the payload is on its way: MPI's TCP transport
+                // writes a fragment it has queued at its next progress, so one progress
+                // first, and the target, woken, finds the bytes in its socket instead of
+                // polling for them while this rank waits for a processor.
+                raw::progress(am.comm);
+                b.ring(rank);
+            }
         }
         Ok(p)
     }
@@ -278,8 +310,7 @@ impl MpiEngine {
         let mut p = Posted::default();
         let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: msg moves into `p.bufs`, which lives until the request completes.
-        p.reqs
-            .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+        p.reqs.push(unsafe { am.send_op(&msg, rank)? });
         p.bufs.push(msg);
         Ok(p)
     }
@@ -318,8 +349,7 @@ impl MpiEngine {
         p.reqs
             .push(unsafe { raw::irecv(dst, len, rank, Some(TAG_REPLY), am.comm)? });
         // SAFETY: msg moves into `p.bufs`, which lives until the request completes.
-        p.reqs
-            .push(unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? });
+        p.reqs.push(unsafe { am.send_op(&msg, rank)? });
         p.bufs.push(msg);
         Ok(p)
     }
@@ -344,7 +374,7 @@ impl MpiEngine {
                 )?
             };
             // SAFETY: as above.
-            let send = unsafe { raw::isend(&msg, rank, TAG_OP, am.comm, false)? };
+            let send = unsafe { am.send_op(&msg, rank)? };
             (recv, send)
         };
         let (mut got, mut sent) = (false, false);
@@ -402,7 +432,7 @@ impl MpiEngine {
                     )?
                 });
                 // SAFETY: as above.
-                reqs.push(unsafe { raw::isend(&msg, r, TAG_OP, am.comm, false)? });
+                reqs.push(unsafe { am.send_op(&msg, r)? });
             }
         }
         self.am_until(Deadline::Never, || {
@@ -451,6 +481,9 @@ impl MpiEngine {
         while let Some(m) = raw::improbe(None, TAG_OP, am.comm)? {
             let src = m.source;
             let msg = m.recv(self.pace())?;
+            if let Some(b) = &am.bell {
+                b.took(src);
+            }
             found = true;
             match rx.incoming.get_mut(&src) {
                 Some(inc) => inc.queued.push_back(msg),
@@ -458,6 +491,49 @@ impl MpiEngine {
             }
         }
         Ok(found)
+    }
+
+    /// A stand-by thread's pass where rings wake it ([`Doorbell`]): sleeps until a ring
+    /// arrives or `max` passes (a short nap while a payload is still coming in), then applies
+    /// what arrived, polling until every announced header and its payload are in or
+    /// [`doorbell::CATCH_UP`] has passed. Whether it found anything. Without a doorbell,
+    /// one poll.
+    pub(super) fn am_stand_by(&self, max: Duration) -> Result<bool> {
+        let Some(bell) = self.am.as_ref().and_then(|a| a.bell.as_ref()) else {
+            return self.progress();
+        };
+        let nap = if self.am_behind(bell) {
+            STAND_BY_NAP.min(max)
+        } else {
+            max
+        };
+        let rang = bell.wait(nap);
+        let start = Instant::now();
+        let mut found = false;
+        loop {
+            found |= self.am_poll()?;
+            if !self.am_behind(bell) {
+                break;
+            }
+            if start.elapsed() >= doorbell::CATCH_UP {
+                // The rest is slow (a large payload: naps from now on) or the ring was not
+                // one of ours.
+                bell.forget();
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        Ok(found || rang)
+    }
+
+    /// Whether rings announced headers not taken in yet, or a payload is being received.
+    fn am_behind(&self, bell: &Doorbell) -> bool {
+        bell.behind()
+            || self
+                .am
+                .as_ref()
+                .and_then(|a| a.rx.try_lock().ok())
+                .is_some_and(|rx| !rx.incoming.is_empty())
     }
 
     /// Completes `src`'s payload if it is in, and applies its queued headers until another

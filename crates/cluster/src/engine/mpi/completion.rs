@@ -45,7 +45,9 @@ impl MpiEngine {
         if q.touched.is_empty() {
             return Ok(());
         }
-        let local = local && !q.large;
+        // Large writes are flushed even so where MPI may deliver them late; in the messages
+        // mode the target applies each source's operations in order, whatever their size.
+        let local = local && (self.am.is_some() || !q.large);
         let reqs = &mut q.reqs;
         self.am_until(timeout.deadline(), || {
             let mut i = 0;

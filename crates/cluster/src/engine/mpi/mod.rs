@@ -38,6 +38,7 @@ mod am;
 pub mod baseline;
 mod coll;
 mod completion;
+mod doorbell;
 mod raw;
 mod segments;
 
@@ -306,6 +307,7 @@ impl MpiEngine {
             }
             None => super::onesided_messages_preferred(),
         };
+        let bell_off = doorbell::turned_off(config::env_str(env::MPI_DOORBELL).as_deref())?;
         let allocate = match config::env_str(env::MPI_ALLOCATE).as_deref() {
             Some("1") => Some(true),
             Some("0") => Some(false),
@@ -462,7 +464,7 @@ impl MpiEngine {
                 && raw::is_open_mpi()
                 && config::env_str(env::MPI_LOCAL_WAIT).as_deref() != Some("0"),
             am: if messages && hosts > 1 {
-                Some(am::Am::new(comm)?)
+                Some(am::Am::new(comm, bell_off)?)
             } else {
                 None
             },
@@ -740,6 +742,18 @@ impl Engine for MpiEngine {
 
     fn any_thread(&self) -> bool {
         raw::any_thread()
+    }
+
+    fn progress_stands_by(&self) -> bool {
+        self.am.as_ref().is_some_and(|a| a.bell.is_some())
+    }
+
+    fn progress_stand_by(&self, max: Duration) -> Result<bool> {
+        if self.progress_stands_by() {
+            self.am_stand_by(max)
+        } else {
+            self.progress()
+        }
     }
     fn rank(&self) -> Rank {
         self.rank
