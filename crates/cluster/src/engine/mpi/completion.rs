@@ -61,8 +61,16 @@ impl MpiEngine {
             Ok(reqs.is_empty())
         })?;
         q.last = None;
-        q.large = false;
+        let large = std::mem::take(&mut q.large);
         let touched: Vec<_> = q.touched.drain().collect();
+        if let Some(bell) = self.am.as_ref().and_then(|a| a.bell.as_ref()) {
+            if large {
+                // The payloads are out: their targets, asleep until a ring, read the rest.
+                for &(_, r) in &touched {
+                    bell.nudge(r);
+                }
+            }
+        }
         if self.am.is_some() {
             q.bufs.clear();
             drop(q);

@@ -34,6 +34,9 @@ use std::time::Duration;
 /// The longest a stand-by thread lets MPI progress after a ring before it sleeps again.
 pub(super) const CATCH_UP: Duration = Duration::from_micros(200);
 
+/// The longest a stand-by thread polls for a payload still coming in before it naps.
+pub(super) const PAYLOAD_SPIN: Duration = Duration::from_micros(30);
+
 /// Addresses a rank advertises (IPv4 interfaces, the loopback one last).
 const MAX_ADDRS: usize = 4;
 
@@ -208,6 +211,18 @@ impl Doorbell {
         b[4..].copy_from_slice(&seq.to_le_bytes());
         // A ring that cannot go (the socket's buffer full) only delays the target until its
         // stand-by's timeout: the data itself travels through MPI.
+        let _ = self.sock.send_to(&b, *to);
+    }
+
+    /// Rings `rank`'s doorbell again without a new header: a payload it is receiving from
+    /// this rank has left.
+    pub(super) fn nudge(&self, rank: Rank) {
+        let (Some(cnt), Some(Some(to))) = (self.sent.get(rank), self.peers.get(rank)) else {
+            return;
+        };
+        let mut b = [0u8; RING_LEN];
+        b[..4].copy_from_slice(&(self.me as u32).to_le_bytes());
+        b[4..].copy_from_slice(&cnt.load(Ordering::Relaxed).to_le_bytes());
         let _ = self.sock.send_to(&b, *to);
     }
 
