@@ -64,6 +64,31 @@ fn child() {
             })
         }
         "noop" => {}
+        "left-after-segment" => {
+            // Rank 0 arrives at a segment's creation, gives up (a timeout), and resumes it
+            // only once rank 1 has completed the creation and left: what rank 1 did before
+            // leaving counts, and a call that names rank 1 afterwards fails on its health.
+            use tiers_cluster::{Error, Health, SegId, Timeout};
+            if w.rank() == 1 {
+                std::thread::sleep(Duration::from_millis(300));
+                w.segment(SegId(1), 4096).expect("rank 1: segment");
+                return;
+            }
+            let first = w.segment_timeout(SegId(1), 4096, Timeout::millis(1));
+            assert!(matches!(first, Err(Error::Timeout)), "{:?}", first.err());
+            let t = std::time::Instant::now();
+            while w.health(1).expect("health") != Health::Exited {
+                assert!(t.elapsed() < Duration::from_secs(60), "rank 1 never left");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            w.segment_timeout(SegId(1), 4096, Timeout::Block)
+                .expect("a creation that the peer completed before it left");
+            let q = w.queue(0).expect("queue");
+            let r = q
+                .write(SegId(1).at(0), SegId(1).on(1, 0), 8)
+                .and_then(|()| q.wait(Timeout::millis(10_000)));
+            assert!(matches!(r, Err(Error::PeerFailed(1))), "{r:?}");
+        }
         "sleeper" => {
             // Holds a segment, records its pid, then waits (for the launcher's death).
             let _seg = w.segment(tiers_cluster::SegId(0), 4096).expect("segment");
@@ -144,6 +169,12 @@ macro_rules! on_shm_engine {
     };
 }
 common::suite!(on_shm_engine);
+
+#[test]
+fn a_collective_completed_by_a_peer_that_then_left_succeeds() {
+    let out = launch(2, "left-after-segment", "shm");
+    assert_eq!(out.ends, vec![End::Exited(0); 2]);
+}
 
 #[test]
 fn several_threads_per_process_communicate_at_once() {

@@ -64,6 +64,14 @@ pub fn code(e: &Error) -> i32 {
     }
 }
 
+/// [`err`] for `gaspi_proc_init`, which also says why on stderr: a return code alone cannot
+/// tell a program's user that, say, the launcher is gone or the heap cannot be mapped (GPI-2
+/// prints its start-up errors too).
+fn init_failed(e: Error) -> i32 {
+    eprintln!("gaspi_proc_init: {e}");
+    err(e)
+}
+
 /// [`code`], taking the error by value (for `map_err`).
 pub fn err(e: Error) -> i32 {
     code(&e)
@@ -311,14 +319,14 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         .queue_depth(1 << 24)
         .init_timeout(t)
         .build()
-        .map_err(err)?;
+        .map_err(init_failed)?;
     let n = w.size();
     let rank = w.rank();
     let lay = Layout::new(n);
     let heap_len = heap_size(w.engine_name() != "shm", w.local_size()).max(lay.arena + (64 << 20));
     let base = w
         .segment_timeout(HEAP, heap_len, tmo(timeout))
-        .map_err(err)?
+        .map_err(init_failed)?
         .as_ptr();
     let mem_engine = matches!(w.engine_name(), "shm" | "local");
     let (drives, sleeps, stands_by) = if mem_engine {

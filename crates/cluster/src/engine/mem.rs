@@ -323,10 +323,15 @@ impl<B: Backing> MemEngine<B> {
                 return Ok(());
             }
             if let Some(e) = gone() {
-                return Err(e);
+                // A peer may do its part (say, arrive last at a barrier) and leave between
+                // `ready` above and `gone`: what it did before leaving counts.
+                return if ready() { Ok(()) } else { Err(e) };
             }
             let Some(slice) = pace.nap(deadline) else {
                 self.probe();
+                if ready() {
+                    return Ok(());
+                }
                 return Err(gone().unwrap_or(Error::Timeout));
             };
             word.waiters.fetch_add(1, Ordering::SeqCst);
@@ -735,9 +740,13 @@ impl<B: Backing> Engine for MemEngine<B> {
                     maps.push(m);
                     sizes.push((sz - 1) as usize);
                 }
-                // A dead replica that a live one covers (a tolerant collective let it out):
-                // an empty stand-in; calls that name it fail on its health first.
-                None if self.tolerant(call) && self.covered(r) => {
+                // A peer that did its part and has already left (its segment unlinked at its
+                // exit: a short program's last collective may be this one), or a dead replica
+                // that a live one covers (a tolerant collective let it out): an empty stand-in;
+                // calls that name it fail on its health first.
+                None if self.state(r) == ctl::ST_EXITED
+                    || (self.tolerant(call) && self.covered(r)) =>
+                {
                     let m = Mapping::anonymous(SEG_HEADER)
                         .map_err(|e| Error::io(format!("segment {seg}: a stand-in"), e))?;
                     maps.push(Arc::new(m));
