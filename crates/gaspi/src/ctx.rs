@@ -66,9 +66,11 @@ pub fn code(e: &Error) -> i32 {
 
 /// [`err`] for `gaspi_proc_init`, which also says why on stderr: a return code alone cannot
 /// tell a program's user that, say, the launcher is gone or the heap cannot be mapped (GPI-2
-/// prints its start-up errors too).
+/// prints its start-up errors too). A timeout is not reported: the program may call again.
 fn init_failed(e: Error) -> i32 {
-    eprintln!("gaspi_proc_init: {e}");
+    if !matches!(e, Error::Timeout) {
+        eprintln!("gaspi_proc_init: {e}");
+    }
     err(e)
 }
 
