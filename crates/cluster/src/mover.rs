@@ -120,17 +120,21 @@ impl<'w> Mover<'w> {
     }
 
     /// Waits for every expected notification (then resets it: the data it announces is
-    /// here) and for this rank's writes to complete locally (their sources may be reused).
+    /// here) and for this rank's writes to complete locally (their sources may be reused):
+    /// [`Queue::wait_local`](crate::Queue::wait_local). Remote completion is what the
+    /// notifications already tell each target; asking for it at the origin as well would
+    /// cost, across hosts over MPI, a round trip that a target answers only at its next call
+    /// into tiers (after its interior, in an overlapped sweep).
     ///
     /// # Errors
     ///
-    /// As [`World::notify_waitsome`] and [`Queue::wait`](crate::Queue::wait).
+    /// As [`World::notify_waitsome`] and [`Queue::wait_local`](crate::Queue::wait_local).
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
         for &(seg, id) in &self.expects {
             self.world.notify_waitsome(seg, id..id + 1, timeout)?;
             self.world.notify_reset(seg, id)?;
         }
-        self.world.queue(self.queue)?.wait(timeout)
+        self.world.queue(self.queue)?.wait_local(timeout)
     }
 }
 
