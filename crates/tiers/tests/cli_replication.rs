@@ -511,7 +511,8 @@ fn a_replica_dead_before_joining_on_another_host_does_not_hold_the_job() {
 }
 
 /// `tiers bench replication` on the tcp engine: IS and the alltoallv loop, each with R = 1,
-/// R = 2 and one replica killed, and a limit row each; an unknown engine is refused.
+/// R = 2 and one replica killed, and a limit row each, and IS as two unreplicated jobs at
+/// once; an unknown engine is refused.
 #[test]
 fn bench_replication_reports_is_and_the_alltoallv_loop() {
     let o = Command::new(TIERS)
@@ -547,6 +548,15 @@ fn bench_replication_reports_is_and_the_alltoallv_loop() {
             assert_eq!(row["engine"], "tcp");
         }
     }
+    // IS also runs as two unreplicated jobs at once: the machine's share, without replication.
+    let two = rows
+        .iter()
+        .find(|r| r["class"] == "S" && r["impl"] == "tiers R=1, two jobs at once")
+        .unwrap_or_else(|| panic!("no two-jobs row in {out}"));
+    assert!(two["value"].as_f64().is_some_and(|v| v > 0.0), "{two}");
+    assert!(!rows
+        .iter()
+        .any(|r| r["class"] == "alltoallv" && r["impl"] == "tiers R=1, two jobs at once"));
     let o = Command::new(TIERS)
         .args(["bench", "replication", "S", "--", "2", "mpi"])
         .output()

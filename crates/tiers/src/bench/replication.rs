@@ -26,6 +26,9 @@ use tiers_apps::is::{Class, ITERATIONS};
 use tiers_bench::{compare, limit, progress, Candidate, Report};
 use tiers_cluster::{twosided::Comm, Op, SegId, Timeout};
 
+/// The row of two unreplicated jobs at once ([`timed_pair`]).
+const TWO_JOBS: &str = "tiers R=1, two jobs at once";
+
 /// Bytes per pair of the alltoallv loop.
 pub const ALLTOALLV_BYTES: usize = 32 << 10;
 /// Exchanges of the alltoallv loop per run.
@@ -155,6 +158,59 @@ fn timed(
     seconds(&text).ok_or_else(|| format!("no time in {text}"))
 }
 
+/// Runs two copies of the unreplicated job `args` (given with `--no-pin`) at once, the first
+/// on the even and the second on the odd ones of `cpus` (with one rank, where `tiers run
+/// --replicas 2` pins the two replicas), and returns the mean of their two IS times. Nothing passes
+/// between the two jobs: this is what running every process twice costs on this machine
+/// (shared memory bandwidth and caches) without any replication protocol, the floor under
+/// the replicated rows.
+fn timed_pair(exe: &std::path::Path, args: &[String], cpus: &[usize]) -> Result<f64, String> {
+    use std::os::unix::process::CommandExt;
+    let halves: [Vec<usize>; 2] = [0, 1].map(|h| {
+        let part: Vec<usize> = cpus.iter().copied().skip(h).step_by(2).collect();
+        if part.is_empty() {
+            cpus.to_vec()
+        } else {
+            part
+        }
+    });
+    let mut children = Vec::new();
+    for half in halves {
+        let mut cmd = Command::new(exe);
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // SAFETY: between fork and exec only sched_setaffinity runs, on a set built on the
+        // child's stack from the cpu numbers moved into the closure.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                for &c in &half {
+                    if c < libc::CPU_SETSIZE as usize {
+                        libc::CPU_SET(c, &mut set);
+                    }
+                }
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                Ok(())
+            });
+        }
+        children.push(cmd.spawn().map_err(|e| format!("tiers run: {e}"))?);
+    }
+    let mut total = 0.0;
+    for child in children {
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("tiers run: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || !text.contains("VERIFICATION SUCCESSFUL") {
+            return Err(format!(
+                "tiers run {args:?} (two at once) failed or did not verify: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        total += seconds(&text).ok_or_else(|| format!("no time in {text}"))?;
+    }
+    Ok(total / 2.0)
+}
+
 /// Runs the benchmark (it starts the ranks it needs).
 pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     let class = Class::parse(ctx.args.first().map_or("W", String::as_str))?;
@@ -208,9 +264,27 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             }
             Duration::from_secs_f64(total)
         };
+        let cpus = tiers_node::affinity::get().unwrap_or_else(|_| vec![0]);
+        let pair = |args: &[String], iters: u64| {
+            let mut total = 0.0;
+            for _ in 0..iters {
+                match timed_pair(&exe, args, &cpus) {
+                    Ok(s) => total += s,
+                    Err(e) => {
+                        fail.borrow_mut().get_or_insert(e);
+                        total += 1.0;
+                    }
+                }
+            }
+            Duration::from_secs_f64(total)
+        };
         let is = ["is", "--class", letter.as_str()];
         let a2a = ["bench", "replication-rank", "--quiet"];
         let (one, two) = (job(1, &is), job(2, &is));
+        // The same unreplicated job, unpinned, for two copies at once on halves of the cores.
+        let mut one_free = one.clone();
+        one_free.insert(1, "--no-pin".into());
+        let pair = &pair;
         let (a_one, a_two) = (job(1, &a2a), job(2, &a2a));
         let (run_one, letter) = (&run_one, &letter);
         // Process 1 is replica 1 of rank 0; process 2 replica 0 of rank 1, the replica its
@@ -225,6 +299,13 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             Candidate::new("tiers R=2", |iters| {
                 progress(&ctx.opts, format!("replication: IS {letter}, R = 2"));
                 run_one(&two, None, iters)
+            }),
+            Candidate::new(TWO_JOBS, |iters| {
+                progress(
+                    &ctx.opts,
+                    format!("replication: IS {letter}, two unreplicated jobs at once"),
+                );
+                pair(&one_free, iters)
             }),
             Candidate::new("tiers R=2, one killed", |iters| {
                 progress(
@@ -316,6 +397,9 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     }
     r.note(format!(
         "alltoallv rows: {ALLTOALLV_ITERS} exchanges of {ALLTOALLV_BYTES} B per pair on twosided::Comm, every block checked, the slowest rank's seconds"
+    ));
+    r.note(format!(
+        "{TWO_JOBS}: two copies of the R=1 job started together, on alternate cores, mean of their IS times: no protocol, only the machine shared; R=2's overhead above it is replication's own"
     ));
     r.note(
         "the kill lands 0.25 s after the launch (or not at all when the job has ended): for small classes that may be before or after the timed iterations",
