@@ -102,6 +102,8 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
         let mut d = Dist::new(w, n, threads).map_err(e)?;
         let input = fft2d::generate_rows(1, n, d.rows());
         let whole = (me == 0).then(|| fft2d::generate_rows(1, n, 0..n));
+        // This rank's rows of Xᵀ, written by every transform (made once, as FFTW's buffers).
+        let mut out = input.clone();
         // Blocks of the overlapped pass: about 8, each at least a few rows.
         let blocks = (d.rows().len() / 4).clamp(1, 8);
         // samples[candidate][round]: overlap, plain, serial, fftw, limit.
@@ -119,7 +121,9 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
             for (ci, v) in [Variant::Overlap, Variant::Plain].into_iter().enumerate() {
                 let mut rows = input.clone();
                 w.barrier(Timeout::Block).map_err(c)?;
-                let (_, t) = d.transform(v, blocks, &mut rows).map_err(e)?;
+                let t = d
+                    .transform_into(v, blocks, &mut rows, &mut out)
+                    .map_err(e)?;
                 let mut tmax = [0.0];
                 w.allreduce(&[t.total], &mut tmax, Op::Max, Timeout::Block)
                     .map_err(c)?;
