@@ -180,11 +180,53 @@ pub fn fft2d(n: usize, data: &mut [Complex64], threads: usize) -> Result<()> {
     }
     let fft = plan(n);
     row_ffts(&fft, data, n, threads);
-    let mut t = vec![Complex64::default(); n * n];
-    transpose(data, n, n, &mut t, threads);
-    row_ffts(&fft, &mut t, n, threads);
-    transpose(&t, n, n, data, threads);
+    transpose_square(data, n, threads);
+    row_ffts(&fft, data, n, threads);
+    transpose_square(data, n, threads);
     Ok(())
+}
+
+/// Transposes the `n`×`n` row-major `data` in place, on `threads` threads: tile (I, J) is
+/// swapped, transposed, with tile (J, I), and a diagonal tile transposed within itself. No
+/// second matrix: a fresh one of N² values would cost a page fault per 4 KiB on first touch,
+/// as much as the transpose itself at N = 1024.
+fn transpose_square(data: &mut [Complex64], n: usize, threads: usize) {
+    debug_assert_eq!(data.len(), n * n);
+    let tiles = n.div_ceil(TILE);
+    let threads = threads.clamp(1, tiles.max(1));
+    let base = Raw(data.as_mut_ptr());
+    // Tile row I owns the pairs (I, J) for J ≥ I; rows go to threads round-robin, which
+    // evens out their shrinking lengths.
+    let work = move |t: usize| {
+        let p = base;
+        for ti in (t..tiles).step_by(threads) {
+            let i0 = ti * TILE;
+            let i1 = (i0 + TILE).min(n);
+            for tj in ti..tiles {
+                let j0 = tj * TILE;
+                let j1 = (j0 + TILE).min(n);
+                for i in i0..i1 {
+                    let from = if ti == tj { i + 1 } else { j0 };
+                    for j in from..j1 {
+                        // SAFETY: i, j < n, so both indices lie in the n² values; the pair
+                        // of tiles (ti, tj) with ti ≤ tj is this thread's alone (tile row ti
+                        // is), and every element belongs to exactly one such pair.
+                        unsafe { std::ptr::swap(p.0.add(i * n + j), p.0.add(j * n + i)) };
+                    }
+                }
+            }
+        }
+    };
+    if threads == 1 {
+        work(0);
+        return;
+    }
+    std::thread::scope(|s| {
+        for t in 1..threads {
+            s.spawn(move || work(t));
+        }
+        work(0);
+    });
 }
 
 /// The 2-D DFT by its definition, O(N⁴): the reference of the tests.
@@ -772,6 +814,20 @@ mod tests {
         v.iter()
             .flat_map(|c| [c.re.to_bits(), c.im.to_bits()])
             .collect()
+    }
+
+    #[test]
+    fn the_square_transpose_in_place_matches_the_copying_one() {
+        for n in [1, 2, 31, 32, 33, 64, 100] {
+            let x = generate_rows(5, n, 0..n);
+            let mut want = vec![Complex64::default(); n * n];
+            transpose(&x, n, n, &mut want, 1);
+            for threads in [1, 2, 5] {
+                let mut got = x.clone();
+                transpose_square(&mut got, n, threads);
+                assert_eq!(bits(&got), bits(&want), "n={n} threads={threads}");
+            }
+        }
     }
 
     #[test]
