@@ -59,19 +59,7 @@ fn run_fftw(exe: &Path, ranks: usize, n: usize, reps: usize) -> Result<f64, Stri
         .args([n.to_string(), reps.to_string()]);
     // The ranks of a tiers job may be pinned to one core each; the peer's ranks get the
     // whole machine, as tiers' ranks had between them.
-    // SAFETY: between fork and exec only the sched_setaffinity system call runs, on a set
-    // built on the child's stack.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for c in 0..libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            Ok(())
-        });
-    }
+    super::run_on(&mut cmd, (0..libc::CPU_SETSIZE as usize).collect());
     let out = cmd.output().map_err(|e| format!("mpirun: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()

@@ -14,7 +14,6 @@
 use super::{Ctx, Outcome};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -158,16 +157,7 @@ pub(super) fn run_gpi2_pair(
             }
         }
         if let Some(&cpu) = cpus.get(r) {
-            // SAFETY: only sched_setaffinity (a system call on a stack-local set) runs between
-            // fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                    Ok(())
-                });
-            }
+            super::run_on(&mut cmd, vec![cpu]);
         }
         kids.push(cmd.spawn()?);
     }

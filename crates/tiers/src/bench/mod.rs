@@ -319,6 +319,24 @@ pub fn list() -> String {
     s
 }
 
+/// Makes the process `cmd` starts run on `cpus` only (whatever the launching thread was
+/// pinned to): peers given the whole machine, ranks or jobs given their own cores.
+pub(crate) fn run_on(cmd: &mut std::process::Command, cpus: Vec<usize>) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only the sched_setaffinity system call runs, on a set
+    // built on the child's stack from the numbers moved into the closure (no allocation).
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@
 
 use super::Outcome;
 use crate::bench::Ctx;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tiers_apps::is::{Class, ITERATIONS};
 use tiers_bench::{compare, limit, progress, Candidate, Report};
@@ -132,12 +132,7 @@ fn timed(
     args: &[String],
     fault: Option<(usize, i32)>,
 ) -> Result<f64, String> {
-    let child = Command::new(exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("tiers run: {e}"))?;
+    let child = spawn(exe, args, None)?;
     if let Some((process, signal)) = fault {
         std::thread::sleep(Duration::from_millis(250));
         if let Some(pid) = rank_pid(child.id(), process) {
@@ -145,6 +140,26 @@ fn timed(
             unsafe { libc::kill(pid, signal) };
         }
     }
+    is_seconds(child, args)
+}
+
+/// Starts `tiers run` with `args`, its output captured, on `cpus` when given.
+fn spawn(
+    exe: &std::path::Path,
+    args: &[String],
+    cpus: Option<Vec<usize>>,
+) -> Result<Child, String> {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(cpus) = cpus {
+        super::run_on(&mut cmd, cpus);
+    }
+    cmd.spawn().map_err(|e| format!("tiers run: {e}"))
+}
+
+/// Waits for the job `child` (started with `args`) and returns IS's time from its report; a
+/// failed or unverified run is an error.
+fn is_seconds(child: Child, args: &[String]) -> Result<f64, String> {
     let out = child
         .wait_with_output()
         .map_err(|e| format!("tiers run: {e}"))?;
@@ -160,53 +175,26 @@ fn timed(
 
 /// Runs two copies of the unreplicated job `args` (given with `--no-pin`) at once, the first
 /// on the even and the second on the odd ones of `cpus` (with one rank, where `tiers run
-/// --replicas 2` pins the two replicas), and returns the mean of their two IS times. Nothing passes
-/// between the two jobs: this is what running every process twice costs on this machine
-/// (shared memory bandwidth and caches) without any replication protocol, the floor under
-/// the replicated rows.
+/// --replicas 2` pins the two replicas), and returns the mean of their two IS times. Nothing
+/// passes between the two jobs: this is what running every process twice costs on this
+/// machine (shared memory bandwidth and caches) without any replication protocol, the floor
+/// under the replicated rows.
 fn timed_pair(exe: &std::path::Path, args: &[String], cpus: &[usize]) -> Result<f64, String> {
-    use std::os::unix::process::CommandExt;
-    let halves: [Vec<usize>; 2] = [0, 1].map(|h| {
+    let half = |h: usize| {
         let part: Vec<usize> = cpus.iter().copied().skip(h).step_by(2).collect();
         if part.is_empty() {
             cpus.to_vec()
         } else {
             part
         }
-    });
-    let mut children = Vec::new();
-    for half in halves {
-        let mut cmd = Command::new(exe);
-        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-        // SAFETY: between fork and exec only sched_setaffinity runs, on a set built on the
-        // child's stack from the cpu numbers moved into the closure.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                for &c in &half {
-                    if c < libc::CPU_SETSIZE as usize {
-                        libc::CPU_SET(c, &mut set);
-                    }
-                }
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                Ok(())
-            });
-        }
-        children.push(cmd.spawn().map_err(|e| format!("tiers run: {e}"))?);
-    }
+    };
+    let children = [
+        spawn(exe, args, Some(half(0)))?,
+        spawn(exe, args, Some(half(1)))?,
+    ];
     let mut total = 0.0;
     for child in children {
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("tiers run: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() || !text.contains("VERIFICATION SUCCESSFUL") {
-            return Err(format!(
-                "tiers run {args:?} (two at once) failed or did not verify: {text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        total += seconds(&text).ok_or_else(|| format!("no time in {text}"))?;
+        total += is_seconds(child, args)?;
     }
     Ok(total / 2.0)
 }
@@ -251,10 +239,11 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             a.extend(program.iter().map(|s| s.to_string()));
             a
         };
-        let run_one = |args: &[String], fault: Option<(usize, i32)>, iters: u64| {
+        // `iters` runs of `one`, their seconds summed; a failed run is recorded and counts 1 s.
+        let repeat = |iters: u64, one: &dyn Fn() -> Result<f64, String>| {
             let mut total = 0.0;
             for _ in 0..iters {
-                match timed(&exe, args, fault) {
+                match one() {
                     Ok(s) => total += s,
                     Err(e) => {
                         fail.borrow_mut().get_or_insert(e);
@@ -263,21 +252,12 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
                 }
             }
             Duration::from_secs_f64(total)
+        };
+        let run_one = |args: &[String], fault: Option<(usize, i32)>, iters: u64| {
+            repeat(iters, &|| timed(&exe, args, fault))
         };
         let cpus = tiers_node::affinity::get().unwrap_or_else(|_| vec![0]);
-        let pair = |args: &[String], iters: u64| {
-            let mut total = 0.0;
-            for _ in 0..iters {
-                match timed_pair(&exe, args, &cpus) {
-                    Ok(s) => total += s,
-                    Err(e) => {
-                        fail.borrow_mut().get_or_insert(e);
-                        total += 1.0;
-                    }
-                }
-            }
-            Duration::from_secs_f64(total)
-        };
+        let pair = |args: &[String], iters: u64| repeat(iters, &|| timed_pair(&exe, args, &cpus));
         let is = ["is", "--class", letter.as_str()];
         let a2a = ["bench", "replication-rank", "--quiet"];
         let (one, two) = (job(1, &is), job(2, &is));
