@@ -174,6 +174,13 @@ fn readme_example_builds_with_pkg_config_and_runs() {
         .status()
         .expect("tiers gaspi install");
     assert!(st.success(), "tiers gaspi install failed");
+    // Installing again over the first install (its links in place) works too.
+    let st = Command::new(&tiers)
+        .args(["gaspi", "install", "--prefix"])
+        .arg(&prefix)
+        .status()
+        .expect("tiers gaspi install");
+    assert!(st.success(), "a second tiers gaspi install failed");
     // The installed headers are the crate's.
     let installed = std::fs::read_to_string(prefix.join("include/GASPI.h")).expect("GASPI.h");
     let ours = std::fs::read_to_string(format!("{CRATE}/include/GASPI.h")).expect("GASPI.h");
@@ -228,6 +235,104 @@ fn readme_example_builds_with_pkg_config_and_runs() {
             );
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program linked against the installed `libGPI2.so` by its full path, as CMake links an
+/// imported `GPI2::GPI2` target, records the library's SONAME rather than that path: it still
+/// runs after the install has moved, found through `LD_LIBRARY_PATH`, started by the
+/// install's `bin/gaspi_run`.
+#[test]
+fn a_program_linked_by_full_path_follows_the_soname() {
+    let Some(cc) = compiler() else {
+        eprintln!("full-path link skipped: no C compiler (set CC or install cc)");
+        return;
+    };
+    let tiers = out_dir().join("tiers");
+    if !tiers.exists() {
+        eprintln!("full-path link skipped: {} is not built", tiers.display());
+        return;
+    }
+    let dir = scratch("fullpath");
+    let prefix = dir.join("prefix");
+    let st = Command::new(&tiers)
+        .args(["gaspi", "install", "--prefix"])
+        .arg(&prefix)
+        .status()
+        .expect("tiers gaspi install");
+    assert!(st.success(), "tiers gaspi install failed");
+    std::fs::write(dir.join("hello.c"), readme_example()).expect("hello.c");
+    let exe = dir.join("a.out");
+    compile(
+        &cc,
+        &[
+            dir.join("hello.c").display().to_string(),
+            format!("-I{}", prefix.join("include").display()),
+            "-o".into(),
+            exe.display().to_string(),
+            prefix.join("lib/libGPI2.so").display().to_string(),
+        ],
+    );
+    let moved = dir.join("moved");
+    std::fs::rename(&prefix, &moved).expect("move the install");
+    // Started by the install's own `gaspi_run`, as a GPI-2 user would.
+    let out = Command::new(moved.join("bin/gaspi_run"))
+        .args(["-n", "2"])
+        .arg(&exe)
+        .env("LD_LIBRARY_PATH", moved.join("lib"))
+        .output()
+        .expect("tiers run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("rank 1 of 2 got: hello from rank 0"),
+        "the program linked by full path did not run from the moved install: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An install whose `lib/` is where the library was built is refused before anything is
+/// written: the library is still there, whole, and no header was laid down.
+#[test]
+fn an_install_over_its_own_source_is_refused() {
+    let tiers = out_dir().join("tiers");
+    if !tiers.exists() {
+        eprintln!(
+            "self-install check skipped: {} is not built",
+            tiers.display()
+        );
+        return;
+    }
+    // The library `tiers gaspi install` takes: the newer of the two places cargo leaves it.
+    let newest = [out_dir(), out_dir().join("deps")]
+        .into_iter()
+        .filter_map(|d| {
+            let m = std::fs::metadata(d.join("libtiers_gaspi.so")).ok()?;
+            Some((m.modified().ok()?, d, m.len()))
+        })
+        .max_by_key(|(t, _, _)| *t);
+    let Some((_, src_dir, len)) = newest else {
+        eprintln!("self-install check skipped: libtiers_gaspi.so is not built");
+        return;
+    };
+    let dir = scratch("selfinstall");
+    let prefix = dir.join("prefix");
+    std::fs::create_dir_all(&prefix).expect("prefix");
+    std::os::unix::fs::symlink(&src_dir, prefix.join("lib")).expect("lib link");
+    let out = Command::new(&tiers)
+        .args(["gaspi", "install", "--prefix"])
+        .arg(&prefix)
+        .output()
+        .expect("tiers gaspi install");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "installing over the source succeeded: {err}"
+    );
+    assert!(err.contains("is the library being installed"), "{err}");
+    let after = std::fs::metadata(src_dir.join("libtiers_gaspi.so")).expect("the library");
+    assert_eq!(after.len(), len, "the library changed");
+    assert!(!prefix.join("include").exists(), "headers were written");
 }
 
 /// GPI-2's own micro-benchmarks (`../shared/peers/GPI-2/tests/microbenchmarks`, test input that

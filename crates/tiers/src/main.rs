@@ -27,7 +27,13 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command.run() {
+    // Installed as `gaspi_run` (`tiers gaspi install`), tiers is GPI-2's launcher.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let called = args.first().map(std::path::Path::new);
+    if called.and_then(|p| p.file_name()) == Some("gaspi_run".as_ref()) {
+        args.splice(0..1, ["tiers", "gaspi", "run"].map(Into::into));
+    }
+    match Cli::parse_from(args).command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tiers: error: {e}");

@@ -468,3 +468,59 @@ fn prefix_bounds_a_long_line() {
     let total: usize = lines.iter().map(|l| l[4..].matches('a').count()).sum();
     assert_eq!(total, 200_000);
 }
+
+/// `tiers gaspi run` reads machine files as GPI-2's `gaspi_run` does (a host per line and
+/// rank, the first `-n` of them), refuses hosts other than this one and files too short for
+/// `-n`, and, started through a link named `gaspi_run` (what `tiers gaspi install` lays down),
+/// is that launcher, with its `-N` and `-p` and its rule that rank 0's exit code decides.
+#[test]
+fn gaspi_run_reads_machine_files_and_answers_to_its_name() {
+    let dir = std::env::temp_dir().join(format!("tiers-gaspi-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("hostname")
+        .trim()
+        .to_string();
+    let mf = dir.join("machines");
+    std::fs::write(&mf, format!("# three ranks\n{host}\n\n{host}\nlocalhost\n")).expect("mf");
+    let mfs = mf.to_str().unwrap();
+    let ranks = |out: &str| {
+        let mut r: Vec<String> = out.lines().map(String::from).collect();
+        r.sort();
+        r
+    };
+    let echo = ["sh", "-c", "echo rank $TIERS_RANK of $TIERS_SIZE"];
+    let (code, out, err) = tiers(&[&["gaspi", "run", "-m", mfs][..], &echo].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(ranks(&out), ["rank 0 of 3", "rank 1 of 3", "rank 2 of 3"]);
+    let (code, out, err) = tiers(&[&["gaspi", "run", "-n", "2", "-m", mfs][..], &echo].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(ranks(&out), ["rank 0 of 2", "rank 1 of 2"]);
+    let (code, _, err) = tiers(&["gaspi", "run", "-n", "4", "-m", mfs, "true"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("3 host lines for -n 4"), "{err}");
+    let far = dir.join("far");
+    std::fs::write(&far, format!("{host}\nnode17.invalid\n")).expect("far");
+    let (code, _, err) = tiers(&["gaspi", "run", "-m", far.to_str().unwrap(), "true"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("line 2: node17.invalid is not this host"),
+        "{err}"
+    );
+
+    let link = dir.join("gaspi_run");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tiers"), &link).expect("link");
+    let gaspi_run = |script: &str| {
+        Command::new(&link)
+            .args(["-N", "-p", "-n", "2", "sh", "-c", script])
+            .output()
+            .expect("gaspi_run")
+    };
+    // Rank 0's exit code decides, whatever rank 1's.
+    let out = gaspi_run("exit $TIERS_RANK");
+    assert_eq!(out.status.code(), Some(0), "{:?}", out);
+    let out = gaspi_run("exit $((3 - 3 * TIERS_RANK))");
+    assert_eq!(out.status.code(), Some(3), "{:?}", out);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,4 +1,4 @@
-//! `tiers gaspi`: GASPI for C programs. `install` lays down tiers' GASPI headers and library
+//! `tiers gaspi`: GASPI for C programs. `install` lays down tiers' GASPI headers, library and launcher
 //! (also under GPI-2's names, so that build systems looking for GPI-2 find tiers); `run` is a
 //! `gaspi_run`-compatible launcher over the cluster tier's.
 
@@ -34,7 +34,8 @@ pub struct GaspiArgs {
 /// The subcommands of `tiers gaspi`.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum GaspiCommand {
-    /// Install include/ and lib/ (libtiers_gaspi and libGPI2, .so and .a, tiers-gaspi.pc)
+    /// Install include/, lib/ (libtiers_gaspi, and libGPI2 linked to it, .so and .a;
+    /// tiers-gaspi.pc and GPI2.pc) and bin/ (tiers, and gaspi_run as `tiers gaspi run`)
     /// under a prefix; the library must be built (`cargo build --release -p tiers-gaspi`).
     Install {
         /// Installation prefix.
@@ -44,12 +45,21 @@ pub enum GaspiCommand {
     /// Start a GASPI program like GPI-2's gaspi_run: `-n N` ranks, or one per line of the
     /// machine file; the job's exit status is rank 0's (GPI-2's rule).
     Run {
-        /// Machine file (one line per rank; every host must be this one).
+        /// Machine file (one host per line and rank, as gaspi_run's; every host must be
+        /// this one: across hosts, start the program with mpirun or `tiers run --engine tcp
+        /// --hosts`).
         #[arg(short = 'm', long = "machinefile")]
         machinefile: Option<PathBuf>,
-        /// Number of ranks (default: the machine file's lines, else 1).
+        /// Number of ranks (default: the machine file's lines, else 1); with a machine
+        /// file, its first N lines.
         #[arg(short = 'n', long = "nodes")]
         n: Option<usize>,
+        /// gaspi_run's NUMA placement, accepted for its scripts: tiers places ranks itself.
+        #[arg(short = 'N', long = "NUMA")]
+        numa: bool,
+        /// gaspi_run's ping of the hosts, accepted for its scripts: every host is this one.
+        #[arg(short = 'p', long = "ping")]
+        ping: bool,
         /// Seconds the other ranks get after one has failed.
         #[arg(long, default_value_t = 5.0)]
         grace: f64,
@@ -94,18 +104,16 @@ pub fn run(a: GaspiArgs) -> Result<(), Box<dyn std::error::Error>> {
         GaspiCommand::Run {
             machinefile,
             n,
+            numa,
+            ping,
             grace,
             engine,
             command,
         } => {
-            let n = match (n, machinefile) {
-                (Some(n), _) => n,
-                (None, Some(m)) => std::fs::read_to_string(&m)
-                    .map_err(|e| format!("{}: {e}", m.display()))?
-                    .lines()
-                    .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-                    .count(),
-                (None, None) => 1,
+            let _ = (numa, ping);
+            let n = match machinefile {
+                Some(m) => machine_ranks(&m, n)?,
+                None => n.unwrap_or(1),
             };
             if n == 0 {
                 return Err("no ranks: -n 0 or an empty machine file".into());
@@ -127,16 +135,102 @@ pub fn run(a: GaspiArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
+/// The number of ranks a gaspi_run machine file starts: its host lines (blank lines and `#`
+/// comments skipped), or the first `n` of them, each of which must name this host.
+fn machine_ranks(path: &Path, n: Option<usize>) -> Result<usize, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let hosts: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split_whitespace().next().unwrap_or("")))
+        .filter(|(_, h)| !h.is_empty() && !h.starts_with('#'))
+        .collect();
+    let n = n.unwrap_or(hosts.len());
+    if hosts.len() < n {
+        return Err(format!(
+            "machine file {}: {} host lines for -n {n}",
+            path.display(),
+            hosts.len()
+        )
+        .into());
+    }
+    let me = this_host();
+    for &(line, host) in &hosts[..n] {
+        if !is_this_host(host, &me) {
+            return Err(format!(
+                "machine file {}, line {line}: {host} is not this host ({me}); `tiers gaspi \
+                 run` starts ranks here only: across hosts, start the program with mpirun \
+                 (the mpi engine) or with `tiers run --engine tcp --hosts …` on each host",
+                path.display()
+            )
+            .into());
+        }
+    }
+    Ok(n)
+}
+
+/// This host's name, as the kernel has it.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// Whether `host` names this host: its name or short name, `localhost`, a loopback address,
+/// or a name that resolves to an address this host's name resolves to.
+fn is_this_host(host: &str, me: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let short = |h: &str| h.split('.').next().unwrap_or(h).to_ascii_lowercase();
+    if host.eq_ignore_ascii_case(me) || host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    if host.parse::<std::net::IpAddr>().is_err() && short(host) == short(me) {
+        return true;
+    }
+    let addrs = |h: &str| -> Vec<std::net::IpAddr> {
+        (h, 0)
+            .to_socket_addrs()
+            .map(|a| a.map(|a| a.ip()).collect())
+            .unwrap_or_default()
+    };
+    let theirs = addrs(host);
+    if theirs.iter().any(|a| a.is_loopback()) {
+        return true;
+    }
+    let mine = addrs(me);
+    theirs.iter().any(|a| mine.contains(a))
+}
+
+/// Whether `a` and `b` name one file (both exist and share device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Writes `dest` through `make`, first removing what is there (a file or a link of an
+/// earlier install), so that re-installing never writes through an old link into its target.
+fn replace(
+    dest: &Path,
+    make: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    match std::fs::remove_file(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", dest.display()).into()),
+    }
+    make(dest).map_err(|e| format!("{}: {e}", dest.display()).into())
+}
+
 fn install(prefix: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().ok_or("no directory of the tiers binary")?;
     let inc = prefix.join("include");
     let lib = prefix.join("lib");
-    std::fs::create_dir_all(&inc)?;
-    std::fs::create_dir_all(lib.join("pkgconfig"))?;
-    for (name, text) in HEADERS {
-        std::fs::write(inc.join(name), text)?;
-    }
+    // Every source first, and nothing written until each is found and none is a destination.
+    let mut sources = Vec::new();
     for ext in ["so", "a"] {
         // Beside the binary (`cargo build -p tiers-gaspi` puts it there), or in `deps/` (where
         // `cargo test` leaves it without copying it up): the newer of the two.
@@ -154,8 +248,46 @@ fn install(prefix: &Path) -> Result<(), Box<dyn std::error::Error>> {
             )
             .into());
         };
-        for name in ["libtiers_gaspi", "libGPI2", "libGPI2-dbg"] {
-            std::fs::copy(&src, lib.join(format!("{name}.{ext}")))?;
+        for dest in ["libtiers_gaspi", "libGPI2", "libGPI2-dbg"] {
+            let dest = lib.join(format!("{dest}.{ext}"));
+            if same_file(&src, &dest) {
+                return Err(format!(
+                    "--prefix {}: {} is the library being installed (choose another prefix)",
+                    prefix.display(),
+                    dest.display()
+                )
+                .into());
+            }
+        }
+        sources.push((name, ext, src));
+    }
+    // The launcher: this binary as `bin/tiers`, and `bin/gaspi_run`, a link to it that
+    // behaves as `tiers gaspi run` (build systems find GPI-2 through `gaspi_run` on the PATH).
+    // A hard link where the prefix shares the build's file system (the binary is large),
+    // else a copy; nothing to do where `bin/tiers` already is this binary.
+    let bin = prefix.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    if !same_file(&exe, &bin.join("tiers")) {
+        replace(&bin.join("tiers"), |d| {
+            std::fs::hard_link(&exe, d).or_else(|_| std::fs::copy(&exe, d).map(drop))
+        })?;
+    }
+    replace(&bin.join("gaspi_run"), |d| {
+        std::os::unix::fs::symlink("tiers", d)
+    })?;
+    std::fs::create_dir_all(&inc)?;
+    std::fs::create_dir_all(lib.join("pkgconfig"))?;
+    for (name, text) in HEADERS {
+        std::fs::write(inc.join(name), text)?;
+    }
+    for (name, ext, src) in sources {
+        replace(&lib.join(&name), |d| std::fs::copy(&src, d).map(drop))?;
+        // GPI-2's names point at the one file: a program linked through them needs
+        // `libtiers_gaspi.so` (the library's SONAME) and finds it beside them.
+        for alias in ["libGPI2", "libGPI2-dbg"] {
+            replace(&lib.join(format!("{alias}.{ext}")), |d| {
+                std::os::unix::fs::symlink(&name, d)
+            })?;
         }
     }
     let pc = format!(
