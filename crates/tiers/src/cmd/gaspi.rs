@@ -1,6 +1,6 @@
-//! `tiers gaspi`: GASPI for C programs. `install` lays down tiers' GASPI headers, library and launcher
-//! (also under GPI-2's names, so that build systems looking for GPI-2 find tiers); `run` is a
-//! `gaspi_run`-compatible launcher over the cluster tier's.
+//! `tiers gaspi`: GASPI for C programs. `install` lays down tiers' GASPI headers, library
+//! and launcher (also under GPI-2's names, so that build systems looking for GPI-2 find
+//! tiers); `run` is a `gaspi_run`-compatible launcher over the cluster tier's.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
