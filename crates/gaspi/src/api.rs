@@ -434,7 +434,8 @@ api! {
         c.stats.count(Counter::Waits, 0, 1);
         // GASPI's wait is local completion: on the mpi engine this leaves small writes to
         // other hosts in flight rather than waiting for each target's acknowledgement.
-        c.tq(q).wait_local(tmo(timeout)).map_err(err)?;
+        let tq = c.tq(q);
+        c.guarded(timeout, || c.sliced(timeout, |t| tq.wait_local(t)))?;
         c.posted[q].store(0, Ordering::Relaxed);
         Ok(())
     }
@@ -515,7 +516,7 @@ api! {
         c.set_notification(q % tiers_cluster::QUEUES, c.rank, l.notif + id * 8, 1)
     }
     fn gaspi_notify_waitsome / pgaspi_notify_waitsome(seg: u8, begin: u32, num: u32, first: *mut u32, timeout: u64) {
-        let c = ctx()?;
+        let c = ctx::ctx_to_wait(timeout)?;
         let s = c.seg(seg)?;
         if first.is_null() {
             return Err(GASPI_ERR_NULLPTR);
@@ -668,7 +669,7 @@ api! {
         Ok(())
     }
     fn gaspi_passive_receive / pgaspi_passive_receive(seg: u8, off: u64, from: *mut u16, size: u64, timeout: u64) {
-        let c = ctx()?;
+        let c = ctx::ctx_to_wait(timeout)?;
         if from.is_null() {
             return Err(GASPI_ERR_NULLPTR);
         }

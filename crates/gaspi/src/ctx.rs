@@ -222,8 +222,11 @@ pub struct Ctx {
     pub groups: Vec<Mutex<GroupSlot>>,
     /// When the process started (`gaspi_time_get` counts from here).
     pub start: Instant,
-    /// Set at termination: the passive-communication thread ends.
+    /// Set at termination: the watcher ends, and calls waiting in other threads leave.
     pub stop: AtomicBool,
+    /// Calls waiting in this context ([`Ctx::waiting`]): `term` drops the world only once
+    /// none is left inside it.
+    waiting: AtomicUsize,
     /// Passive send and receive.
     pub passive: crate::passive::Passive,
     /// The statistics counters.
@@ -256,6 +259,34 @@ pub fn ctx() -> R<&'static Ctx> {
     }
     // SAFETY: set by init from a leaked box, cleared by term.
     Ok(unsafe { &*p })
+}
+
+/// The thread that ran the last `gaspi_proc_term` (0: none has).
+static TERMINATOR: AtomicU64 = AtomicU64::new(0);
+
+/// This thread's number (from 1), for [`TERMINATOR`].
+fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static ME: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    ME.with(|me| *me)
+}
+
+/// [`ctx`] for a call that waits up to `timeout`. After `gaspi_proc_term`, such a call from
+/// another thread than the one that terminated is a wait that began as the library ended
+/// (a serving thread looping back into its receive): with `GASPI_BLOCK` it blocks for good,
+/// as a call already waiting does ([`after_term`]); otherwise, and in the thread that
+/// terminated, `GASPI_ERR_NOINIT`.
+pub fn ctx_to_wait(timeout: gaspi_timeout_t) -> R<&'static Ctx> {
+    let r = ctx();
+    if r.is_err() {
+        let by = TERMINATOR.load(Ordering::Acquire);
+        if by != 0 && by != thread_number() {
+            return after_term(Err(TERMINATED), timeout);
+        }
+    }
+    r
 }
 
 /// Whether `gaspi_proc_init` has run (and `gaspi_proc_term` not yet).
@@ -375,11 +406,13 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
             .collect(),
         start: Instant::now(),
         stop: AtomicBool::new(false),
+        waiting: AtomicUsize::new(0),
         passive: Default::default(),
         stats: crate::stats::Stats::new(n),
         w,
     });
     let p = Box::into_raw(c);
+    TERMINATOR.store(0, Ordering::Release);
     CTX.store(p, Ordering::Release);
     let addr = p as usize;
     // The kill watcher: `gaspi_proc_kill` sets this rank's kill word (another process writes
@@ -446,19 +479,133 @@ const DRIVE_NAP: Duration = Duration::from_millis(1);
 /// The kill watcher of the running context, joined by `term`.
 static WATCHER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 
+/// What a wait returns inside the library when it sees `gaspi_proc_term` begin; never a
+/// program's return code ([`after_term`] turns it into one).
+pub const TERMINATED: i32 = i32::MIN;
+
+/// The longest a waiting call stays inside the cluster tier before it looks at `stop`.
+pub const STOP_LOOK: Duration = Duration::from_millis(10);
+
+/// How long `term` waits for the calls waiting in other threads to leave.
+const TERM_GRACE: Duration = Duration::from_millis(500);
+
+/// A call waiting in the context, counted while it may be inside the world.
+pub struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Ctx {
+    /// Counts a call that may wait until another thread terminates the process's GASPI, so
+    /// that `term` leaves the world alone until it has left: `Err(TERMINATED)` where
+    /// termination has begun (nothing of the world may be touched then). With `term`'s
+    /// store of `stop` before its look at the count, both sequentially consistent, either
+    /// `term` sees this call counted or this call sees `stop`.
+    pub fn waiting(&self) -> R<Waiting<'_>> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let w = Waiting(&self.waiting);
+        if self.stop.load(Ordering::SeqCst) {
+            return Err(TERMINATED);
+        }
+        Ok(w)
+    }
+
+    /// Runs `f`, a call of `timeout` that may wait, counted as waiting ([`Ctx::waiting`]),
+    /// and ends it as [`after_term`] says if another thread terminates meanwhile (`f`
+    /// returns `Err(TERMINATED)` when it sees that).
+    pub fn guarded<T>(&self, timeout: gaspi_timeout_t, f: impl FnOnce() -> R<T>) -> R<T> {
+        let r = match self.waiting() {
+            Ok(_in) => f(),
+            Err(e) => Err(e),
+        };
+        after_term(r, timeout)
+    }
+
+    /// Runs `f`, a wait inside the cluster tier, with timeouts of at most [`STOP_LOOK`]
+    /// until it ends otherwise than by that timeout, `timeout` runs out (`GASPI_TIMEOUT`), or
+    /// termination begins (`Err(TERMINATED)`). `GASPI_TEST` is one look.
+    pub fn sliced<T>(
+        &self,
+        timeout: gaspi_timeout_t,
+        mut f: impl FnMut(Timeout) -> std::result::Result<T, Error>,
+    ) -> R<T> {
+        if timeout == GASPI_TEST {
+            return f(Timeout::Test).map_err(err);
+        }
+        let start = Instant::now();
+        loop {
+            let slice = match timeout {
+                GASPI_BLOCK => STOP_LOOK,
+                ms => Duration::from_millis(ms)
+                    .saturating_sub(start.elapsed())
+                    .min(STOP_LOOK),
+            };
+            match f(Timeout::After(slice)) {
+                Err(Error::Timeout) => {
+                    self.check_stop()?;
+                    if timeout != GASPI_BLOCK && start.elapsed() >= Duration::from_millis(timeout) {
+                        return Err(GASPI_TIMEOUT);
+                    }
+                }
+                r => return r.map_err(err),
+            }
+        }
+    }
+
+    /// `Err(TERMINATED)` once termination has begun: what a waiting call checks between
+    /// its looks at its condition.
+    pub fn check_stop(&self) -> R<()> {
+        if self.stop.load(Ordering::SeqCst) {
+            Err(TERMINATED)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The return of a call that waited while another thread ran `gaspi_proc_term`: a call that
+/// would block forever stays blocked (its thread parks, touching nothing of the library, as
+/// it stays blocked under GPI-2: a detached thread serving passive messages is a common
+/// GASPI pattern, and the process ends when its main thread returns), one with a timeout
+/// returns `GASPI_ERR_NOINIT`. Call only after the [`Waiting`] guard is dropped.
+pub fn after_term<T>(r: R<T>, timeout: gaspi_timeout_t) -> R<T> {
+    match r {
+        Err(TERMINATED) if timeout == GASPI_BLOCK => loop {
+            std::thread::park();
+        },
+        Err(TERMINATED) => Err(GASPI_ERR_NOINIT),
+        r => r,
+    }
+}
+
 /// `gaspi_proc_term`.
 pub fn term() -> R<()> {
     let p = CTX.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if p.is_null() {
         return Err(GASPI_ERR_NOINIT);
     }
+    TERMINATOR.store(thread_number(), Ordering::Release);
     // SAFETY: from init's Box, alive until dropped below.
     let c = unsafe { &*p };
-    c.stop.store(true, Ordering::Release);
+    c.stop.store(true, Ordering::SeqCst);
     // The watcher reads the context until it sees `stop`: wake it and wait for it to end.
     if let Some(w) = WATCHER.lock().unwrap_or_else(|e| e.into_inner()).take() {
         w.thread().unpark();
         let _ = w.join();
+    }
+    // Calls waiting in other threads look at `stop` at least every `STOP_LOOK` and leave.
+    // One that does not within the grace (a wait inside the cluster tier that does not look,
+    // such as a queue's) keeps the world: it is left to the process's exit rather than
+    // dropped under that call.
+    let grace = Instant::now() + TERM_GRACE;
+    while c.waiting.load(Ordering::SeqCst) > 0 {
+        if Instant::now() >= grace {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
     // SAFETY: nobody else reaches the context once CTX is cleared and the watcher has ended
     // (calls racing term are the program's error); the world is dropped once. The Box's
@@ -845,7 +992,19 @@ impl Ctx {
     /// heap's cluster-tier notification 0, which the library never sets, because that wait is
     /// the cluster tier's public call that lets MPI progress (its atomics on the rank's own
     /// words stay processor atomics and do not).
+    ///
+    /// Counted as a waiting call ([`Ctx::waiting`]); a `gaspi_proc_term` in another thread
+    /// ends it as [`after_term`] says.
     pub fn poll(&self, timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
+        self.guarded(timeout, || {
+            self.poll_counted(timeout, || {
+                self.check_stop()?;
+                cond()
+            })
+        })
+    }
+
+    fn poll_counted(&self, timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
         if self.mem_engine {
             return poll(timeout, cond);
         }

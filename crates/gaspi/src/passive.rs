@@ -9,12 +9,11 @@
 //! gathers them per sender. A send that times out between frames leaves a truncated message at
 //! the receiver; the next message from that sender starts at offset 0 and replaces it.
 
-use crate::ctx::{err, tmo, Ctx, R};
+use crate::ctx::{Ctx, R};
 use crate::types::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-use tiers_cluster::Timeout;
+use std::time::Instant;
 
 const HDR: usize = 8;
 
@@ -35,10 +34,11 @@ struct Recv {
 }
 
 /// The time left of a GASPI timeout that started at `start`.
-fn left(timeout: gaspi_timeout_t, start: Instant) -> Timeout {
+/// What is left of `timeout` since `start` (`GASPI_TEST`, one look, once it has run out).
+fn left(timeout: gaspi_timeout_t, start: Instant) -> gaspi_timeout_t {
     match timeout {
-        GASPI_BLOCK | GASPI_TEST => tmo(timeout),
-        ms => Timeout::After(Duration::from_millis(ms).saturating_sub(start.elapsed())),
+        GASPI_BLOCK | GASPI_TEST => timeout,
+        ms => ms.saturating_sub(start.elapsed().as_millis() as u64),
     }
 }
 
@@ -50,6 +50,10 @@ impl Ctx {
 
     /// Sends `data` (1 to `passive_max` bytes) to `rank`.
     pub fn passive_send(&self, rank: usize, data: &[u8], timeout: gaspi_timeout_t) -> R<()> {
+        self.guarded(timeout, || self.passive_send_counted(rank, data, timeout))
+    }
+
+    fn passive_send_counted(&self, rank: usize, data: &[u8], timeout: gaspi_timeout_t) -> R<()> {
         let len = u32::try_from(data.len()).map_err(|_| GASPI_ERR_INV_COMMSIZE)?;
         let room = self.w.passive_max().saturating_sub(HDR);
         if room == 0 {
@@ -63,9 +67,9 @@ impl Ctx {
             frame.extend_from_slice(&len.to_le_bytes());
             frame.extend_from_slice(&((k * room) as u32).to_le_bytes());
             frame.extend_from_slice(chunk);
-            self.w
-                .passive_send(rank, &frame, left(timeout, start))
-                .map_err(err)?;
+            self.sliced(left(timeout, start), |t| {
+                self.w.passive_send(rank, &frame, t)
+            })?;
         }
         Ok(())
     }
@@ -73,6 +77,14 @@ impl Ctx {
     /// Receives the next complete message into `buf`; returns its sender and length. A message
     /// longer than `buf` stays first in line (`GASPI_ERR_INV_COMMSIZE`).
     pub fn passive_receive(&self, buf: &mut [u8], timeout: gaspi_timeout_t) -> R<(usize, usize)> {
+        self.guarded(timeout, || self.passive_receive_counted(buf, timeout))
+    }
+
+    fn passive_receive_counted(
+        &self,
+        buf: &mut [u8],
+        timeout: gaspi_timeout_t,
+    ) -> R<(usize, usize)> {
         let start = Instant::now();
         let mut st = self.passive.recv.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
@@ -87,10 +99,9 @@ impl Ctx {
                 return Ok((from, n));
             }
             st.frame.resize(self.w.passive_max(), 0);
-            let (from, n) = self
-                .w
-                .passive_receive(&mut st.frame, left(timeout, start))
-                .map_err(err)?;
+            let frame = &mut st.frame;
+            let (from, n) =
+                self.sliced(left(timeout, start), |t| self.w.passive_receive(frame, t))?;
             if n < HDR {
                 return Err(GASPI_ERROR);
             }

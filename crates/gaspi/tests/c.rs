@@ -12,7 +12,7 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 10] = [
+const TESTS: [&str; 11] = [
     "segments",
     "spin",
     "notify",
@@ -23,6 +23,7 @@ const TESTS: [&str; 10] = [
     "errors",
     "threads",
     "statistics",
+    "term",
 ];
 /// No test of the suite takes more than a few seconds; a hang ends the job here.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -111,8 +112,14 @@ fn c_suite_on_one_two_and_three_ranks() {
         );
         // One process started without a launcher (the local engine), where binding the
         // program's memory is not available (it needs the shm engine).
+        // `cargo test` puts `target/<profile>` on `LD_LIBRARY_PATH` ahead of the rpath, where
+        // an older library from `cargo build -p tiers-gaspi` may lie: each run names `lib`.
+        let ld_path = lib.display().to_string();
         if t != "segments" {
-            let out = Command::new(&exe).output().expect("run the test alone");
+            let out = Command::new(&exe)
+                .env("LD_LIBRARY_PATH", &ld_path)
+                .output()
+                .expect("run the test alone");
             assert!(
                 out.status.success(),
                 "{t} as one process: {}",
@@ -127,7 +134,7 @@ fn c_suite_on_one_two_and_three_ranks() {
             if engine == "tcp" && !tcp {
                 continue;
             }
-            let mut job = Job::new(n, &exe);
+            let mut job = Job::new(n, &exe).env("LD_LIBRARY_PATH", &ld_path);
             job.engine = engine.into();
             job.timeout = Some(LIMIT);
             job.prefix = true;
@@ -218,6 +225,7 @@ fn readme_example_builds_with_pkg_config_and_runs() {
         let out = Command::new(&tiers)
             .args(["run", "-n", n, "--"])
             .arg(&exe)
+            .env("LD_LIBRARY_PATH", prefix.join("lib"))
             .output()
             .expect("tiers run");
         let text = String::from_utf8_lossy(&out.stdout);
