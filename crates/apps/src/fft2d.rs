@@ -16,10 +16,11 @@
 //! transposes only move numbers, so every pattern of ranks and threads gives the same bits as
 //! [`fft2d`] on one thread.
 
+use crate::npy::{self, ComplexElem};
 use crate::{limits, Error, Result};
 use num_complex::Complex64;
 use rustfft::{Fft, FftPlanner};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -658,7 +659,13 @@ impl<'w> Dist<'w> {
 
 /// The `.npy` header of an `n`×`n` complex128 array (version 1, padded to 64 bytes).
 pub fn npy_header(n: usize) -> Vec<u8> {
-    let dict = format!("{{'descr': '<c16', 'fortran_order': False, 'shape': ({n}, {n}), }}");
+    npy_header_of(n, "<c16", false)
+}
+
+/// The header of an `n`×`n` `.npy` of `descr`, by rows or (`fortran`) by columns.
+fn npy_header_of(n: usize, descr: &str, fortran: bool) -> Vec<u8> {
+    let order = if fortran { "True" } else { "False" };
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': ({n}, {n}), }}");
     let mut h = b"\x93NUMPY\x01\x00".to_vec();
     let total = (10 + dict.len() + 1).div_ceil(64) * 64;
     let hlen = total - 10;
@@ -680,66 +687,34 @@ pub fn to_npy(n: usize, data: &[Complex64]) -> Vec<u8> {
     out
 }
 
-/// Where the data of a square complex128 `.npy` starts, and its N, from its leading bytes
-/// (`path` names the file in errors).
+/// Where the data of a square `.npy` starts, its N, its element and whether it is
+/// column-major (Fortran order), from its leading bytes (`path` names the file in errors).
 ///
 /// # Errors
 ///
-/// [`Error::Format`] for anything but a square complex128 C-order `.npy` header.
-pub fn npy_layout(bytes: &[u8], path: &Path) -> Result<(usize, usize)> {
+/// [`Error::Format`] for anything but a square 2-D `.npy` of complex128, complex64, float64
+/// or float32 values (either byte order).
+pub fn npy_layout(bytes: &[u8], path: &Path) -> Result<(usize, usize, ComplexElem, bool)> {
     let bad = |msg: String| Error::format(path.display(), 0, msg);
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(bad("not a .npy file (bad magic)".into()));
-    }
-    let (hlen, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => return Err(bad(format!("unsupported .npy version {v}"))),
-    };
-    if bytes.len() - start < hlen {
-        return Err(bad("truncated .npy header".into()));
-    }
-    let header = std::str::from_utf8(&bytes[start..start + hlen])
-        .map_err(|_| bad("bad .npy header".into()))?;
-    let field = |key: &str| -> Option<&str> {
-        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
-        header[at..]
-            .trim_start()
-            .strip_prefix(':')
-            .map(str::trim_start)
-    };
-    match field("descr")
-        .and_then(|r| r.strip_prefix('\''))
-        .and_then(|r| r.split('\'').next())
-    {
-        Some("<c16") => {}
-        Some(d) => return Err(bad(format!("dtype {d}: fft2d reads complex128 (<c16)"))),
-        None => return Err(bad("no dtype in .npy header".into())),
-    }
-    if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err(bad("Fortran-order .npy is not supported".into()));
-    }
-    let shape: Vec<usize> = field("shape")
-        .and_then(|r| r.strip_prefix('('))
-        .and_then(|r| r.split(')').next())
-        .map(|s| {
-            s.split(',')
-                .filter(|x| !x.trim().is_empty())
-                .map(|x| x.trim().parse().unwrap_or(usize::MAX))
-                .collect()
-        })
-        .ok_or_else(|| bad("no shape in .npy header".into()))?;
+    let h = npy::parse(bytes).map_err(bad)?;
+    let elem = ComplexElem::from_descr(&h.descr).ok_or_else(|| {
+        bad(format!(
+            "dtype {}: fft2d reads complex128, complex64, float64 or float32 (<c16, <c8, <f8, \
+             <f4, or big-endian)",
+            h.descr
+        ))
+    })?;
+    let shape = h.shape;
     if shape.len() != 2 || shape[0] != shape[1] {
         return Err(bad(format!("an N x N array is needed, shape is {shape:?}")));
     }
-    Ok((start + hlen, shape[0]))
+    Ok((h.data, shape[0], elem, h.fortran))
 }
 
-/// Reads N of a square complex128 `.npy` and its rows `rows(N)` (the range a caller owns, a
-/// function of N): `(N, values)`.
+/// Reads N of a square `.npy` (complex128, complex64, float64 or float32, either byte order,
+/// C or Fortran order) and its rows `rows(N)` (the range a caller owns, a function of N):
+/// `(N, values)`. A Fortran-order file holds the matrix by columns: each column's part in
+/// `rows(N)` is read in place.
 ///
 /// # Errors
 ///
@@ -749,6 +724,7 @@ pub fn read_rows(
     path: &Path,
     rows: impl FnOnce(usize) -> Range<usize>,
 ) -> Result<(usize, Vec<Complex64>)> {
+    use std::os::unix::fs::FileExt;
     let io = |e| Error::io(path, "reading", e);
     let mut f = std::fs::File::open(path).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
@@ -757,11 +733,12 @@ pub fn read_rows(
         .take(1 << 16)
         .read_to_end(&mut head)
         .map_err(io)?;
-    let (start, n) = npy_layout(&head, path)?;
+    let (start, n, elem, fortran) = npy_layout(&head, path)?;
     check_n(n, 1)?;
+    let eb = elem.bytes();
     let want = (n as u64)
         .checked_mul(n as u64)
-        .and_then(|x| x.checked_mul(C16 as u64))
+        .and_then(|x| x.checked_mul(eb as u64))
         .and_then(|x| x.checked_add(start as u64));
     if want != Some(len) {
         let needs = want.map_or("more bytes than a file can hold".to_string(), |w| {
@@ -770,24 +747,30 @@ pub fn read_rows(
         return Err(Error::format(
             path.display(),
             0,
-            format!("{len} bytes, but a {n} x {n} complex128 .npy needs {needs}"),
+            format!("{len} bytes, but a {n} x {n} {elem} .npy needs {needs}"),
         ));
     }
     let r = rows(n);
-    if r.end > n {
+    if r.end > n || r.start > r.end {
         return Err(Error::Invalid(format!("fft2d: rows {r:?} beyond N = {n}")));
     }
-    f.seek(SeekFrom::Start((start + r.start * n * C16) as u64))
-        .map_err(io)?;
-    let mut raw = vec![0u8; r.len() * n * C16];
-    f.read_exact(&mut raw).map_err(io)?;
-    let vals = raw
-        .chunks_exact(C16)
-        .map(|c| {
-            let f = |b: &[u8]| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-            Complex64::new(f(&c[..8]), f(&c[8..]))
-        })
-        .collect();
+    if !fortran {
+        let mut raw = vec![0u8; r.len() * n * eb];
+        f.read_exact_at(&mut raw, (start + r.start * n * eb) as u64)
+            .map_err(io)?;
+        return Ok((n, raw.chunks_exact(eb).map(|c| elem.decode(c)).collect()));
+    }
+    // Column j holds element (i, j) at index j·N + i: the rows' part of each column is one
+    // read, scattered into the rows.
+    let mut vals = vec![Complex64::default(); r.len() * n];
+    let mut raw = vec![0u8; r.len() * eb];
+    for j in 0..n {
+        f.read_exact_at(&mut raw, (start + (j * n + r.start) * eb) as u64)
+            .map_err(io)?;
+        for (k, c) in raw.chunks_exact(eb).enumerate() {
+            vals[k * n + j] = elem.decode(c);
+        }
+    }
     Ok((n, vals))
 }
 
@@ -971,6 +954,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A square `.npy` of `x` as `descr` (`>c16`, `<f4`, …), by rows or by columns.
+    fn npy_as(n: usize, x: &[Complex64], descr: &str, fortran: bool) -> Vec<u8> {
+        let mut out = npy_header_of(n, descr, fortran);
+        let (big, wide) = (
+            descr.starts_with('>'),
+            descr.ends_with("16") || descr.ends_with("f8"),
+        );
+        for k in 0..n * n {
+            let (i, j) = if fortran {
+                (k % n, k / n)
+            } else {
+                (k / n, k % n)
+            };
+            let c = x[i * n + j];
+            let parts = if descr.contains('c') {
+                vec![c.re, c.im]
+            } else {
+                vec![c.re]
+            };
+            for v in parts {
+                match (wide, big) {
+                    (true, false) => out.extend_from_slice(&v.to_le_bytes()),
+                    (true, true) => out.extend_from_slice(&v.to_be_bytes()),
+                    (false, false) => out.extend_from_slice(&(v as f32).to_le_bytes()),
+                    (false, true) => out.extend_from_slice(&(v as f32).to_be_bytes()),
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn npy_of_other_dtypes_and_fortran_order_read_as_the_same_matrix() {
+        let dir = std::env::temp_dir().join(format!("tiers-fft2d-dt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.npy");
+        let n = 5;
+        // Values exact in f32, so that every dtype holds them alike.
+        let x: Vec<Complex64> = (0..n * n)
+            .map(|k| Complex64::new(k as f64 * 0.5 - 3.0, 7.0 - k as f64 * 0.25))
+            .collect();
+        let real: Vec<Complex64> = x.iter().map(|c| Complex64::new(c.re, 0.0)).collect();
+        for descr in ["<c16", ">c16", "<c8", ">c8", "<f8", ">f8", "<f4", ">f4"] {
+            let want = if descr.contains('c') { &x } else { &real };
+            for fortran in [false, true] {
+                std::fs::write(&p, npy_as(n, &x, descr, fortran)).unwrap();
+                let (m, all) = read_rows(&p, |n| 0..n).unwrap();
+                assert_eq!(
+                    (m, bits(&all)),
+                    (n, bits(want)),
+                    "{descr} fortran={fortran}"
+                );
+                let (_, some) = read_rows(&p, |_| 1..4).unwrap();
+                assert_eq!(bits(&some), bits(&want[n..4 * n]), "{descr} {fortran}");
+                let (_, none) = read_rows(&p, |_| 2..2).unwrap();
+                assert!(none.is_empty());
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod matrix;
 pub mod md;
 pub mod mds;
 pub mod model;
+pub mod npy;
 pub mod projection;
 pub mod redblack;
 pub mod render;

@@ -342,62 +342,29 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
 /// Where a square 2-D `.npy`'s data starts, its N and its element width (2, 4 or 8), from its
 /// leading bytes (the whole file, or at least its header).
 fn npy_layout(bytes: &[u8], path: &Path) -> Res<(usize, usize, usize)> {
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(ferr(path, "not a .npy file (bad magic)"));
-    }
-    let (hlen, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => return Err(ferr(path, format!("unsupported .npy version {v}"))),
-    };
-    if bytes.len() - start < hlen {
-        return Err(ferr(path, "truncated .npy header"));
-    }
-    let header = std::str::from_utf8(&bytes[start..start + hlen])
-        .map_err(|_| ferr(path, "bad .npy header"))?;
-    let field = |key: &str| -> Option<&str> {
-        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
-        let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
-        Some(rest)
-    };
-    let descr = field("descr")
-        .and_then(|r| r.strip_prefix('\''))
-        .and_then(|r| r.split('\'').next());
-    let width = match descr {
-        Some("<f4") => 4,
-        Some("<f8") => 8,
-        Some("<i2") => 2,
-        Some(d) => {
+    let h = crate::npy::parse(bytes).map_err(|e| ferr(path, e))?;
+    let width = match h.descr.as_str() {
+        "<f4" => 4,
+        "<f8" => 8,
+        "<i2" => 2,
+        d => {
             return Err(ferr(
                 path,
                 format!("unsupported .npy dtype {d}: use <f4, <f8 or <i2"),
             ))
         }
-        None => return Err(ferr(path, "no dtype in .npy header")),
     };
-    if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
+    if h.fortran {
         return Err(ferr(path, "Fortran-order .npy is not supported"));
     }
-    let shape: Vec<usize> = field("shape")
-        .and_then(|r| r.strip_prefix('('))
-        .and_then(|r| r.split(')').next())
-        .map(|s| {
-            s.split(',')
-                .filter(|x| !x.trim().is_empty())
-                .filter_map(|x| x.trim().parse().ok())
-                .collect()
-        })
-        .ok_or_else(|| ferr(path, "no shape in .npy header"))?;
+    let shape = h.shape;
     if shape.len() != 2 || shape[0] != shape[1] {
         return Err(ferr(
             path,
             format!("wrong size: a distance matrix must be square and 2-D, shape is {shape:?}"),
         ));
     }
-    Ok((start + hlen, shape[0], width))
+    Ok((h.data, shape[0], width))
 }
 
 /// Encodes as CSV.

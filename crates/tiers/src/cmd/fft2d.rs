@@ -2,8 +2,9 @@
 //! threads of each rank, rows distributed by blocks, the transpose either overlapped with the
 //! first pass (`overlap`, [GPI-MCTP] Fig. 6) or after it (`plain`), or by MPI's own
 //! `MPI_Alltoallv` after it (`mpi`: under mpirun with the `mpi` feature, the message-passing
-//! peer [GPI-MCTP] compares against). Input from a complex128
-//! `.npy` or generated from a seed; the result to a complex128 `.npy` written by rank 0.
+//! peer [GPI-MCTP] compares against). Input from a `.npy` (complex128, complex64, float64
+//! or float32, either byte order, C or Fortran order) or generated from a seed; the result
+//! to a complex128 `.npy` written by rank 0.
 
 use super::outputs::{self, Output};
 use clap::Args;
@@ -39,7 +40,8 @@ impl VariantArg {
 /// `tiers fft2d` arguments.
 #[derive(Args, Debug)]
 pub struct Fft2dArgs {
-    /// Input: an N×N complex128 `.npy` (else one is generated from --seed).
+    /// Input: an N×N `.npy` of complex128, complex64, float64 or float32 values, either byte
+    /// order, C or Fortran order (else one is generated from --seed).
     #[arg(long)]
     pub input: Option<PathBuf>,
     /// N of the generated input.
