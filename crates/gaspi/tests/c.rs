@@ -149,6 +149,41 @@ fn c_suite_on_one_two_and_three_ranks() {
     }
 }
 
+/// `tiers gaspi install --prefix PREFIX`, which must succeed.
+fn install(tiers: &Path, prefix: &Path) {
+    let st = Command::new(tiers)
+        .args(["gaspi", "install", "--prefix"])
+        .arg(prefix)
+        .status()
+        .expect("tiers gaspi install");
+    assert!(
+        st.success(),
+        "tiers gaspi install --prefix {}",
+        prefix.display()
+    );
+}
+
+/// For `what`: the C compiler, the `tiers` binary, a scratch directory `name` and the
+/// install made under its `prefix/`; `None`, saying why, without a compiler or the binary.
+fn installed(what: &str, name: &str) -> Option<(String, PathBuf, PathBuf, PathBuf)> {
+    let Some(cc) = compiler() else {
+        eprintln!("{what} skipped: no C compiler (set CC or install cc)");
+        return None;
+    };
+    let tiers = out_dir().join("tiers");
+    if !tiers.exists() {
+        eprintln!(
+            "{what} skipped: {} is not built (cargo build --release -p tiers)",
+            tiers.display()
+        );
+        return None;
+    }
+    let dir = scratch(name);
+    let prefix = dir.join("prefix");
+    install(&tiers, &prefix);
+    Some((cc, tiers, dir, prefix))
+}
+
 /// The first ```c block after the README's "## Example" heading.
 fn readme_example() -> String {
     let readme = std::fs::read_to_string(format!("{CRATE}/README.md")).expect("README.md");
@@ -161,33 +196,11 @@ fn readme_example() -> String {
 
 #[test]
 fn readme_example_builds_with_pkg_config_and_runs() {
-    let Some(cc) = compiler() else {
-        eprintln!("README example skipped: no C compiler (set CC or install cc)");
+    let Some((cc, tiers, dir, prefix)) = installed("README example", "readme") else {
         return;
     };
-    let tiers = out_dir().join("tiers");
-    if !tiers.exists() {
-        eprintln!(
-            "README example skipped: {} is not built (cargo build --release -p tiers)",
-            tiers.display()
-        );
-        return;
-    }
-    let dir = scratch("readme");
-    let prefix = dir.join("prefix");
-    let st = Command::new(&tiers)
-        .args(["gaspi", "install", "--prefix"])
-        .arg(&prefix)
-        .status()
-        .expect("tiers gaspi install");
-    assert!(st.success(), "tiers gaspi install failed");
     // Installing again over the first install (its links in place) works too.
-    let st = Command::new(&tiers)
-        .args(["gaspi", "install", "--prefix"])
-        .arg(&prefix)
-        .status()
-        .expect("tiers gaspi install");
-    assert!(st.success(), "a second tiers gaspi install failed");
+    install(&tiers, &prefix);
     // The installed headers are the crate's.
     let installed = std::fs::read_to_string(prefix.join("include/GASPI.h")).expect("GASPI.h");
     let ours = std::fs::read_to_string(format!("{CRATE}/include/GASPI.h")).expect("GASPI.h");
@@ -252,23 +265,9 @@ fn readme_example_builds_with_pkg_config_and_runs() {
 /// install's `bin/gaspi_run`.
 #[test]
 fn a_program_linked_by_full_path_follows_the_soname() {
-    let Some(cc) = compiler() else {
-        eprintln!("full-path link skipped: no C compiler (set CC or install cc)");
+    let Some((cc, _, dir, prefix)) = installed("full-path link", "fullpath") else {
         return;
     };
-    let tiers = out_dir().join("tiers");
-    if !tiers.exists() {
-        eprintln!("full-path link skipped: {} is not built", tiers.display());
-        return;
-    }
-    let dir = scratch("fullpath");
-    let prefix = dir.join("prefix");
-    let st = Command::new(&tiers)
-        .args(["gaspi", "install", "--prefix"])
-        .arg(&prefix)
-        .status()
-        .expect("tiers gaspi install");
-    assert!(st.success(), "tiers gaspi install failed");
     std::fs::write(dir.join("hello.c"), readme_example()).expect("hello.c");
     let exe = dir.join("a.out");
     compile(
