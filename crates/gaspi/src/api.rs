@@ -435,7 +435,7 @@ api! {
         // GASPI's wait is local completion: on the mpi engine this leaves small writes to
         // other hosts in flight rather than waiting for each target's acknowledgement.
         let tq = c.tq(q);
-        c.guarded(timeout, || c.sliced(timeout, |t| tq.wait_local(t)))?;
+        c.wait_world(timeout, |t| tq.wait_local(t))?;
         c.posted[q].store(0, Ordering::Relaxed);
         Ok(())
     }
