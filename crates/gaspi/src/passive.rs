@@ -33,7 +33,6 @@ struct Recv {
     frame: Vec<u8>,
 }
 
-/// The time left of a GASPI timeout that started at `start`.
 /// What is left of `timeout` since `start` (`GASPI_TEST`, one look, once it has run out).
 fn left(timeout: gaspi_timeout_t, start: Instant) -> gaspi_timeout_t {
     match timeout {
