@@ -659,21 +659,7 @@ impl<'w> Dist<'w> {
 
 /// The `.npy` header of an `n`×`n` complex128 array (version 1, padded to 64 bytes).
 pub fn npy_header(n: usize) -> Vec<u8> {
-    npy_header_of(n, "<c16", false)
-}
-
-/// The header of an `n`×`n` `.npy` of `descr`, by rows or (`fortran`) by columns.
-fn npy_header_of(n: usize, descr: &str, fortran: bool) -> Vec<u8> {
-    let order = if fortran { "True" } else { "False" };
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': ({n}, {n}), }}");
-    let mut h = b"\x93NUMPY\x01\x00".to_vec();
-    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-    let hlen = total - 10;
-    h.extend_from_slice(&(hlen as u16).to_le_bytes());
-    h.extend_from_slice(dict.as_bytes());
-    h.resize(total - 1, b' ');
-    h.push(b'\n');
-    h
+    npy::header("<c16", false, &[n, n])
 }
 
 /// The `.npy` file of an `n`×`n` complex128 array.
@@ -958,7 +944,7 @@ mod tests {
 
     /// A square `.npy` of `x` as `descr` (`>c16`, `<f4`, …), by rows or by columns.
     fn npy_as(n: usize, x: &[Complex64], descr: &str, fortran: bool) -> Vec<u8> {
-        let mut out = npy_header_of(n, descr, fortran);
+        let mut out = npy::header(descr, fortran, &[n, n]);
         let (big, wide) = (
             descr.starts_with('>'),
             descr.ends_with("16") || descr.ends_with("f8"),

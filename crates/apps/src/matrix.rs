@@ -278,17 +278,7 @@ pub fn to_npy(m: &DistMatrix) -> Vec<u8> {
 
 /// The header of an N×N `<f4` `.npy` (its data follows, row-major).
 pub fn npy_header(n: usize) -> Vec<u8> {
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {n}), }}");
-    // Pad so that magic(6)+version(2)+len(2)+header is a multiple of 64, ending in '\n'.
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out
+    crate::npy::header("<f4", false, &[n, n])
 }
 
 /// Little-endian `<f4` bytes of distances.

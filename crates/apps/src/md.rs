@@ -513,16 +513,7 @@ pub fn simulate(
 
 /// The `.npy` of an N×3 float64 array (positions or velocities).
 pub fn to_npy(values: &[f64]) -> Vec<u8> {
-    let dict = format!(
-        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, 3), }}",
-        values.len() / 3
-    );
-    let mut h = b"\x93NUMPY\x01\x00".to_vec();
-    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-    h.extend_from_slice(&((total - 10) as u16).to_le_bytes());
-    h.extend_from_slice(dict.as_bytes());
-    h.resize(total - 1, b' ');
-    h.push(b'\n');
+    let mut h = crate::npy::header("<f8", false, &[values.len() / 3, 3]);
     for v in values {
         h.extend_from_slice(&v.to_le_bytes());
     }

@@ -17,6 +17,26 @@ pub struct Header {
     pub shape: Vec<usize>,
 }
 
+/// A version-1 header for an array of `descr` and `shape`, by rows or (`fortran`) by
+/// columns, padded with spaces and a newline to a multiple of 64 bytes as NumPy pads it;
+/// the data follows it.
+pub fn header(descr: &str, fortran: bool, shape: &[usize]) -> Vec<u8> {
+    let order = if fortran { "True" } else { "False" };
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let dims = match dims.len() {
+        1 => format!("{},", dims[0]),
+        _ => dims.join(", "),
+    };
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': ({dims}), }}");
+    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+    let mut h = b"\x93NUMPY\x01\x00".to_vec();
+    h.extend_from_slice(&((total - 10) as u16).to_le_bytes());
+    h.extend_from_slice(dict.as_bytes());
+    h.resize(total - 1, b' ');
+    h.push(b'\n');
+    h
+}
+
 /// Takes apart the header at the start of `bytes` (the whole file, or at least its header).
 ///
 /// # Errors
@@ -201,6 +221,26 @@ mod tests {
         }
         b.extend_from_slice(dict.as_bytes());
         b
+    }
+
+    #[test]
+    fn written_headers_parse_back() {
+        for (descr, fortran, shape) in [
+            ("<f4", false, vec![7, 7]),
+            (">c16", true, vec![3, 4]),
+            ("<f8", false, vec![5]),
+            ("<f8", false, vec![100_000, 3]),
+        ] {
+            let h = header(descr, fortran, &shape);
+            assert_eq!(h.len() % 64, 0);
+            assert_eq!(h.last(), Some(&b'\n'));
+            let p = parse(&h).unwrap();
+            assert_eq!(
+                (p.data, p.descr.as_str(), p.fortran),
+                (h.len(), descr, fortran)
+            );
+            assert_eq!(p.shape, shape);
+        }
     }
 
     #[test]
