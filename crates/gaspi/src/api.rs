@@ -3,12 +3,12 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::coll::{combine, type_size};
-use crate::ctx::{self, config, ctx, err, tmo, Ctx, CONFIG, R};
+use crate::ctx::{self, config, ctx, err, tmo, Coll, Ctx, CONFIG, R};
 use crate::stats::{self, Counter, Stats};
 use crate::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
-use tiers_cluster::{Health, Op, Timeout};
+use tiers_cluster::{Op, Timeout};
 
 /// Every exported GASPI function: C callers promise what the GASPI specification asks of the
 /// pointers they pass (valid for the call, sized as documented); each body checks null
@@ -226,8 +226,10 @@ api! {
         if v.is_null() {
             return Err(GASPI_ERR_NULLPTR);
         }
+        // A rank that is gone, killed or exited, is corrupt as much as one that failed: no
+        // communication with it can succeed any more.
         for r in 0..c.n {
-            v.add(r).write((c.health(r) == Health::Failed) as i32);
+            v.add(r).write(c.health(r).is_gone() as i32);
         }
         Ok(())
     }
@@ -303,7 +305,7 @@ api! {
 
     // Segments
     fn gaspi_segment_alloc / pgaspi_segment_alloc(id: u8, size: u64, _policy: i32) {
-        ctx()?.alloc(id, size as usize, 0).map(|_| ())
+        ctx()?.alloc(id, size as usize, None).map(|_| ())
     }
     fn gaspi_segment_delete / pgaspi_segment_delete(id: u8) {
         ctx()?.delete(id)
@@ -328,7 +330,7 @@ api! {
             Ok(s) if s.size == size as usize && s.user == 0 => {}
             Ok(_) => return Err(GASPI_ERR_INV_SEG),
             Err(_) => {
-                c.alloc(id, size as usize, 0)?;
+                c.alloc(id, size as usize, None)?;
             }
         }
         for m in members {
@@ -573,26 +575,27 @@ api! {
         let input = std::slice::from_raw_parts(send as *const u8, bytes).to_vec();
         let output = std::slice::from_raw_parts_mut(recv as *mut u8, bytes);
         if g == 0 {
-            drop(c.group(0)?);
-            let t = tmo(timeout);
             let n = num as usize;
-            macro_rules! red {
-                ($t:ty) => {{
-                    let i = std::slice::from_raw_parts(input.as_ptr() as *const $t, n);
-                    let o2 = std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut $t, n);
-                    c.w.allreduce(i, o2, o, t).map_err(err)
-                }};
-            }
-            return match ty {
-                0 => red!(i32),
-                1 => red!(u32),
-                2 => red!(f32),
-                3 => red!(f64),
-                4 => red!(i64),
-                _ => red!(u64),
-            };
+            return c.collective(0, Coll::Allreduce, timeout, |_, left| {
+                let t = tmo(left);
+                macro_rules! red {
+                    ($t:ty) => {{
+                        let i = std::slice::from_raw_parts(input.as_ptr() as *const $t, n);
+                        let o2 = std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut $t, n);
+                        c.w.allreduce(i, o2, o, t).map_err(err)
+                    }};
+                }
+                match ty {
+                    0 => red!(i32),
+                    1 => red!(u32),
+                    2 => red!(f32),
+                    3 => red!(f64),
+                    4 => red!(i64),
+                    _ => red!(u64),
+                }
+            });
         }
-        c.group_reduce(g, &input, output, timeout, |acc, x| {
+        c.group_reduce(g, Coll::Allreduce, &input, output, timeout, |acc, x| {
             combine(ty, op, acc, x);
             Ok(())
         })
@@ -604,13 +607,17 @@ api! {
         if send.is_null() || recv.is_null() {
             return Err(GASPI_ERR_NULLPTR);
         }
-        let bytes = (num as u64).checked_mul(esize).ok_or(GASPI_ERR_INV_NUM)? as usize;
-        if num == 0 || num > c.cfg.allreduce_elem_max || bytes > c.cfg.allreduce_buf_size as usize {
+        if num == 0 || num > c.cfg.allreduce_elem_max {
             return Err(GASPI_ERR_INV_NUM);
         }
+        // More bytes than a contribution may hold is a size error, as GPI-2 has it.
+        let bytes = (num as u64)
+            .checked_mul(esize)
+            .filter(|&b| b <= c.cfg.allreduce_buf_size)
+            .ok_or(GASPI_ERR_INV_SIZE)? as usize;
         let input = std::slice::from_raw_parts(send as *const u8, bytes).to_vec();
         let output = std::slice::from_raw_parts_mut(recv as *mut u8, bytes);
-        c.group_reduce(g, &input, output, timeout, |acc, x| {
+        c.group_reduce(g, Coll::AllreduceUser, &input, output, timeout, |acc, x| {
             let mut res = vec![0u8; acc.len()];
             let r = f(acc.as_mut_ptr() as *mut c_void, x.as_ptr() as *mut c_void, res.as_mut_ptr() as *mut c_void, state, num, esize, timeout);
             if r != GASPI_SUCCESS {
@@ -785,6 +792,9 @@ api! {
     }
     fn gaspi_numa_socket / pgaspi_numa_socket(s: *mut u8) {
         let _ = ctx()?;
+        if s.is_null() {
+            return Err(GASPI_ERR_NULLPTR);
+        }
         match std::env::var("GASPI_SET_NUMA_SOCKET") {
             Ok(v) if v == "1" => out(s, 0),
             _ => Err(GASPI_ERROR),
@@ -849,8 +859,9 @@ impl IntoResult for gaspi_return_t {
 
 fn gaspi_barrier_inner(c: &Ctx, g: u8, timeout: u64) -> R<()> {
     if g == 0 {
-        drop(c.group(0)?);
-        return c.w.barrier(tmo(timeout)).map_err(err);
+        return c.collective(0, Coll::Barrier, timeout, |_, left| {
+            c.w.barrier(tmo(left)).map_err(err)
+        });
     }
     c.group_barrier(g, timeout, false)
 }
@@ -864,7 +875,14 @@ fn atomic_at(c: &Ctx, seg: u8, off: u64, rank: u16) -> R<(usize, usize)> {
     if off.checked_add(8).is_none_or(|e| e > rm.size as u64) {
         return Err(GASPI_ERR_INV_REM_OFF);
     }
-    Ok((r, rm.data + off as usize))
+    // The word itself must be aligned, on this rank as on any other (the cluster tier refuses
+    // a misaligned remote one, and a processor atomic on a misaligned own word is undefined):
+    // a segment bound at a pointer that is not 8-aligned has no aligned offsets.
+    let at = rm.data + off as usize;
+    if at % 8 != 0 {
+        return Err(GASPI_ERR_UNALIGN_OFF);
+    }
+    Ok((r, at))
 }
 
 fn ticks() -> u64 {

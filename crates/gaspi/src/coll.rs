@@ -10,11 +10,16 @@
 //! then adds one to `rcnt[g][me]` there; all combine the slots in member order (the same bits
 //! everywhere). Two slots alternate: a member writes slot `k % 2` again only for reduction
 //! `k + 2`, after every member has finished `k` (each waited for all contributions to `k + 1`).
+//!
+//! A group's collectives, `GASPI_GROUP_ALL`'s on the cluster tier's included, hold the group's
+//! collective state while they wait, taken within the call's timeout ([`Ctx::collective`]):
+//! another thread's collective of the group times out rather than waiting past its timeout.
 
-use crate::ctx::{err, Ctx, GroupSlot, HEAP, R};
+use crate::ctx::{err, time_left, Coll, CollSlot, Ctx, GroupSlot, HEAP, R};
 use crate::types::*;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
+use std::time::Instant;
 use tiers_cluster::QUEUES;
 
 impl Ctx {
@@ -32,12 +37,43 @@ impl Ctx {
         Ok(slot)
     }
 
-    fn members(&self, s: &GroupSlot, need_commit: bool) -> R<Vec<usize>> {
+    /// Group `g`'s members, if this rank is one of them (and, with `need_commit`, the group
+    /// is committed).
+    fn members(&self, g: gaspi_group_t, need_commit: bool) -> R<Vec<usize>> {
+        let s = self.group(g)?;
         let grp = s.group.as_ref().ok_or(GASPI_ERR_INV_GROUP)?;
         if (need_commit && !grp.committed) || !grp.members.contains(&self.rank) {
             return Err(GASPI_ERR_INV_GROUP);
         }
         Ok(grp.members.clone())
+    }
+
+    /// Runs `f`, collective `kind` of group `g`, holding the group's collective state, which
+    /// another thread's collective of the group may hold for as long as it waits: taken within
+    /// `timeout` (`GASPI_TIMEOUT` otherwise), and `f` gets what is left of it. A collective of
+    /// another kind that did not complete (it timed out) must be resumed first:
+    /// `GASPI_ERR_ACTIVE_COLL`, as GPI-2 returns.
+    pub fn collective<T>(
+        &self,
+        g: gaspi_group_t,
+        kind: Coll,
+        timeout: gaspi_timeout_t,
+        f: impl FnOnce(&mut CollSlot, gaspi_timeout_t) -> R<T>,
+    ) -> R<T> {
+        let start = Instant::now();
+        drop(self.group(g)?);
+        let slot = &self.colls[g as usize];
+        let mut s = self.lock_within(slot, timeout)?;
+        if s.active.is_some_and(|a| a != kind) {
+            return Err(GASPI_ERR_ACTIVE_COLL);
+        }
+        let r = f(&mut s, time_left(timeout, start));
+        // Pending: a group's own barrier or reduction that has begun and not ended (timed
+        // out, or failed waiting), or a call of the cluster tier's that timed out (resumable,
+        // and the cluster tier refuses any other collective meanwhile).
+        let pending = s.bar_pending || s.red_pending.is_some() || matches!(r, Err(GASPI_TIMEOUT));
+        s.active = pending.then_some(kind);
+        r
     }
 
     /// Raises counter word `off` at `rank`, which only this rank writes, by one, to `count`,
@@ -57,8 +93,19 @@ impl Ctx {
 
     /// The barrier over group `g` (committed or being committed).
     pub fn group_barrier(&self, g: gaspi_group_t, timeout: u64, commit: bool) -> R<()> {
-        let mut s = self.group(g)?;
-        let members = self.members(&s, !commit)?;
+        self.collective(g, Coll::Barrier, timeout, |s, timeout| {
+            self.group_barrier_held(s, g, timeout, commit)
+        })
+    }
+
+    fn group_barrier_held(
+        &self,
+        s: &mut CollSlot,
+        g: gaspi_group_t,
+        timeout: u64,
+        commit: bool,
+    ) -> R<()> {
+        let members = self.members(g, !commit)?;
         let gi = g as usize;
         if !s.bar_pending {
             for &m in &members {
@@ -83,7 +130,7 @@ impl Ctx {
         })?;
         s.bar_pending = false;
         if commit {
-            if let Some(grp) = s.group.as_mut() {
+            if let Some(grp) = self.group(g)?.group.as_mut() {
                 grp.committed = true;
             }
         }
@@ -91,20 +138,34 @@ impl Ctx {
     }
 
     /// Gathers `input` (at most `REDUCE_SLOT` bytes) from every member of `g` and combines the
-    /// contributions in member order with `combine(acc, next)`.
+    /// contributions in member order with `combine(acc, next)`; `kind` is the GASPI call.
     pub fn group_reduce(
         &self,
+        g: gaspi_group_t,
+        kind: Coll,
+        input: &[u8],
+        output: &mut [u8],
+        timeout: u64,
+        combine: impl FnMut(&mut [u8], &[u8]) -> R<()>,
+    ) -> R<()> {
+        if input.len() > REDUCE_SLOT || output.len() != input.len() {
+            return Err(GASPI_ERR_INV_SIZE);
+        }
+        self.collective(g, kind, timeout, |s, timeout| {
+            self.group_reduce_held(s, g, input, output, timeout, combine)
+        })
+    }
+
+    fn group_reduce_held(
+        &self,
+        s: &mut CollSlot,
         g: gaspi_group_t,
         input: &[u8],
         output: &mut [u8],
         timeout: u64,
         mut combine: impl FnMut(&mut [u8], &[u8]) -> R<()>,
     ) -> R<()> {
-        if input.len() > REDUCE_SLOT || output.len() != input.len() {
-            return Err(GASPI_ERR_INV_NUM);
-        }
-        let mut s = self.group(g)?;
-        let members = self.members(&s, true)?;
+        let members = self.members(g, true)?;
         let gi = g as usize;
         let parity = match s.red_pending {
             Some(p) => p,

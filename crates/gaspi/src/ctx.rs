@@ -22,7 +22,7 @@
 
 use crate::types::*;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 use tiers_cluster::{Error, Health, SegId, Timeout, Transfer, World, QUEUES};
 
@@ -30,11 +30,15 @@ use tiers_cluster::{Error, Health, SegId, Timeout, Transfer, World, QUEUES};
 pub type R<T> = std::result::Result<T, i32>;
 
 const NSEG: usize = 256;
-const PAGE: usize = 4096;
+/// The page size the heap's layout and bound ranges are rounded to.
+pub(crate) const PAGE: usize = 4096;
 /// The heap is tiers segment 0.
 pub const HEAP: SegId = SegId(0);
 
-fn align(x: usize, a: usize) -> usize {
+/// `x` rounded up to a multiple of `a`, for the runtime's own sizes, which cannot overflow
+/// (table sizes, checked bound ranges); a program's sizes go through `checked_next_multiple_of`
+/// (`seg.rs`).
+pub(crate) fn align(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
 }
 
@@ -115,10 +119,14 @@ pub struct Seg {
     pub data: usize,
     /// Bytes of data.
     pub size: usize,
-    /// Bytes of the allocation.
+    /// Bytes of the allocation (the notification words, then the data unless `alias`).
     pub total: usize,
     /// The user's pointer for a bound segment (null otherwise).
     pub user: usize,
+    /// A bound segment whose bytes are another segment's (a part of it, as GPI-2 binds a
+    /// segment's memory again): its data is that segment's, and deleting it frees only its
+    /// notification words.
+    pub alias: bool,
 }
 
 /// Where a segment lies at some rank.
@@ -140,16 +148,38 @@ pub struct Group {
     pub committed: bool,
 }
 
-/// A group id's slot: the group, and the counts that survive its deletion (so that a new
-/// group on the same id never mistakes old arrivals for new ones).
+/// A group id's slot: the group on it, if one exists. Locked only briefly (a collective of
+/// the group holds its [`CollSlot`] instead), so that calls that read or change groups never
+/// wait for a collective.
 pub struct GroupSlot {
     /// The group on this id, if one exists.
     pub group: Option<Group>,
+}
+
+/// The collective that a group has under way, as GPI-2 tells them apart
+/// (`active_coll_op`): one that timed out must be called again, to resume it, before another
+/// collective of the group may start (`GASPI_ERR_ACTIVE_COLL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coll {
+    /// `gaspi_barrier` (and `gaspi_group_commit`).
+    Barrier,
+    /// `gaspi_allreduce`.
+    Allreduce,
+    /// `gaspi_allreduce_user`.
+    AllreduceUser,
+}
+
+/// A group id's collective state, locked by the collective under way (with the call's
+/// timeout, [`Ctx::lock_within`]); the counts survive the group's deletion, so that a new
+/// group on the same id never mistakes old arrivals for new ones.
+pub struct CollSlot {
+    /// The collective that did not complete and must be resumed first.
+    pub active: Option<Coll>,
     /// A barrier of this group timed out and must be resumed before a new one starts.
     pub bar_pending: bool,
     /// The barrier count expected next from each member.
     pub bexp: Vec<u64>,
-    /// A reduction of this group timed out: its element count, to resume it.
+    /// A reduction of this group timed out: the slot parity it uses, to resume it.
     pub red_pending: Option<usize>,
     /// The reduction count expected next from each member.
     pub rexp: Vec<u64>,
@@ -213,13 +243,16 @@ pub struct Ctx {
     pub sleeps: bool,
     /// The local segments, by GASPI segment id.
     pub segs: RwLock<Vec<Option<Seg>>>,
-    free: Mutex<Vec<(usize, usize)>>,
+    /// The heap's free ranges `(offset, length)`, in offset order.
+    pub(crate) free: Mutex<Vec<(usize, usize)>>,
     /// Requests posted on each queue and not yet waited for (for `GASPI_QUEUE_FULL`).
     pub posted: Vec<AtomicUsize>,
     /// Which queues exist (`gaspi_queue_create`/`delete`).
     pub queue_exists: Vec<AtomicBool>,
     /// The groups, by id.
     pub groups: Vec<Mutex<GroupSlot>>,
+    /// The collective state of each group id.
+    pub colls: Vec<Mutex<CollSlot>>,
     /// When the process started (`gaspi_time_get` counts from here).
     pub start: Instant,
     /// Set at termination: the watcher ends, and calls waiting in other threads leave.
@@ -396,6 +429,13 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                         members: (0..n).collect(),
                         committed: true,
                     }),
+                })
+            })
+            .collect(),
+        colls: (0..GROUP_MAX)
+            .map(|_| {
+                Mutex::new(CollSlot {
+                    active: None,
                     bar_pending: false,
                     bexp: vec![0; n],
                     red_pending: None,
@@ -588,6 +628,65 @@ impl Ctx {
             Ok(())
         }
     }
+
+    /// Locks `m`, which another thread of this rank may hold for a whole wait (a blocking
+    /// receive, a collective), within `timeout`, as GPI-2's `lock_gaspi_tout` does:
+    /// `GASPI_TIMEOUT` when it stays taken, one try for `GASPI_TEST`. A wait for the lock is
+    /// a waiting call ([`Ctx::guarded`]), so the caller must not be inside one.
+    pub fn lock_within<'a, T>(
+        &self,
+        m: &'a Mutex<T>,
+        timeout: gaspi_timeout_t,
+    ) -> R<MutexGuard<'a, T>> {
+        match m.try_lock() {
+            Ok(g) => Ok(g),
+            Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(TryLockError::WouldBlock) if timeout == GASPI_TEST => Err(GASPI_TIMEOUT),
+            Err(TryLockError::WouldBlock) => {
+                self.guarded(timeout, || self.lock_counted(m, timeout))
+            }
+        }
+    }
+
+    /// [`Ctx::lock_within`] inside a waiting call: tries, then spins, yields and naps (up to
+    /// `LOCK_NAP_MAX`, a holder may keep the lock for as long as a blocking call waits)
+    /// until the lock is free, `timeout` runs out or termination begins (`Err(TERMINATED)`).
+    pub fn lock_counted<'a, T>(
+        &self,
+        m: &'a Mutex<T>,
+        timeout: gaspi_timeout_t,
+    ) -> R<MutexGuard<'a, T>> {
+        let start = Instant::now();
+        let mut backoff = tiers_node::Backoff::new()
+            .spin_limit(0)
+            .spin_for(tiers_node::Backoff::SPIN_TIME)
+            .with_sleep(tiers_node::Backoff::SLEEP_MIN, LOCK_NAP_MAX);
+        loop {
+            match m.try_lock() {
+                Ok(g) => return Ok(g),
+                Err(TryLockError::Poisoned(e)) => return Ok(e.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            self.check_stop()?;
+            if time_left(timeout, start) == GASPI_TEST {
+                return Err(GASPI_TIMEOUT);
+            }
+            backoff.snooze();
+        }
+    }
+}
+
+/// The longest nap of a wait for a lock ([`Ctx::lock_counted`]): how late a thread learns
+/// that the lock it waits for was released, and one wake-up per this long while it waits.
+const LOCK_NAP_MAX: Duration = Duration::from_millis(1);
+
+/// What is left of `timeout` since `start`: `GASPI_BLOCK` stays, and a timeout that has run
+/// out (or `GASPI_TEST`) is `GASPI_TEST`, one look.
+pub fn time_left(timeout: gaspi_timeout_t, start: Instant) -> gaspi_timeout_t {
+    match timeout {
+        GASPI_BLOCK | GASPI_TEST => timeout,
+        ms => ms.saturating_sub(start.elapsed().as_millis() as u64),
+    }
 }
 
 /// The return of a call that waited while another thread ran `gaspi_proc_term`: a call that
@@ -699,202 +798,6 @@ impl Ctx {
             size: self.word(e + 8).load(Ordering::Relaxed) as usize,
             notif: self.word(e + 16).load(Ordering::Relaxed) as usize,
         })
-    }
-
-    /// Allocates segment `id` of `size` bytes locally.
-    pub fn alloc(&self, id: gaspi_segment_id_t, size: usize, user: usize) -> R<Seg> {
-        if id as u32 >= self.cfg.segment_max.min(SEGMENT_MAX) {
-            return Err(GASPI_ERR_INV_SEG);
-        }
-        if size == 0 {
-            return Err(GASPI_ERR_INV_SEGSIZE);
-        }
-        let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
-        if segs[id as usize].is_some() {
-            return Err(GASPI_ERR_INV_SEG);
-        }
-        if segs.iter().filter(|s| s.is_some()).count() >= self.cfg.segment_max as usize {
-            return Err(GASPI_ERR_MANY_SEG);
-        }
-        let nbytes = align(self.cfg.notification_num as usize * 8, PAGE);
-        let total = nbytes
-            .checked_add(align(size, PAGE))
-            .ok_or(GASPI_ERR_MEMALLOC)?;
-        let notif = {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            let i = free
-                .iter()
-                .position(|&(_, l)| l >= total)
-                .ok_or(GASPI_ERR_MEMALLOC)?;
-            let (o, l) = free[i];
-            if l == total {
-                free.remove(i);
-            } else {
-                free[i] = (o + total, l - total);
-            }
-            o
-        };
-        let s = Seg {
-            notif,
-            data: notif + nbytes,
-            size,
-            total,
-            user,
-        };
-        segs[id as usize] = Some(s);
-        let e = self.dir(self.rank, id as usize);
-        self.word(e).store(s.data as u64, Ordering::Relaxed);
-        self.word(e + 8).store(size as u64, Ordering::Relaxed);
-        self.word(e + 16).store(s.notif as u64, Ordering::Relaxed);
-        self.word(e + 24).store(1, Ordering::Release);
-        Ok(s)
-    }
-
-    /// Deletes segment `id` locally; its memory reads as zero when reused. A bound segment's
-    /// pages turn back into private memory of the program, holding what they held.
-    pub fn delete(&self, id: gaspi_segment_id_t) -> R<()> {
-        let s = {
-            let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
-            let s = segs[id as usize].ok_or(GASPI_ERR_INV_SEG)?;
-            if s.user != 0 {
-                unbind(s.user, s.size)?;
-            }
-            segs[id as usize] = None;
-            s
-        };
-        self.word(self.dir(self.rank, id as usize) + 24)
-            .store(0, Ordering::Release);
-        // SAFETY: the range is page-aligned inside the heap and belongs to no segment now.
-        unsafe {
-            let p = self.base.add(s.notif);
-            if libc::madvise(p as *mut libc::c_void, s.total, libc::MADV_REMOVE) != 0 {
-                std::ptr::write_bytes(p, 0, s.total);
-            }
-        }
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        free.push((s.notif, s.total));
-        free.sort_unstable();
-        let mut out: Vec<(usize, usize)> = Vec::with_capacity(free.len());
-        for &(o, l) in free.iter() {
-            match out.last_mut() {
-                Some((po, pl)) if *po + *pl == o => *pl += l,
-                _ => out.push((o, l)),
-            }
-        }
-        *free = out;
-        Ok(())
-    }
-
-    /// Binds the program's memory `[ptr, ptr + size)` as segment `id` (shm engine only): the
-    /// segment is allocated in the heap over the pages that hold the range, their bytes are
-    /// copied there, and the heap's shared-memory object is mapped over those pages, so that
-    /// remote ranks reach the very bytes the program uses. `ptr` need not be page-aligned
-    /// (memory from `malloc`): the bytes that share the first and last page keep their values,
-    /// but other threads must not write them while the segment is bound or deleted, and two
-    /// bound segments cannot share a page.
-    pub fn bind(&self, id: gaspi_segment_id_t, ptr: usize, size: usize) -> R<()> {
-        if ptr == 0 {
-            return Err(GASPI_ERR_NULLPTR);
-        }
-        if size == 0 {
-            return Err(GASPI_ERR_INV_SEGSIZE);
-        }
-        let lo = ptr & !(PAGE - 1);
-        let hi = ptr
-            .checked_add(size)
-            .and_then(|e| e.checked_next_multiple_of(PAGE))
-            .ok_or(GASPI_ERR_INV_SEGSIZE)?;
-        let shift = ptr - lo;
-        if self.w.engine_name() != "shm" {
-            return Err(GASPI_ERR_MEMALLOC);
-        }
-        {
-            let segs = self.segs.read().unwrap_or_else(|e| e.into_inner());
-            if segs.get(id as usize).is_some_and(|s| s.is_some()) {
-                return Err(GASPI_ERR_INV_SEG);
-            }
-            for b in segs.iter().flatten().filter(|b| b.user != 0) {
-                let blo = b.user & !(PAGE - 1);
-                let bhi = align(b.user + b.size, PAGE);
-                if blo < hi && lo < bhi {
-                    return Err(GASPI_ERR_MEMALLOC);
-                }
-            }
-        }
-        let s = self.alloc(id, hi - lo, 0)?;
-        // The mapping of the heap's object at `s.data` (page-aligned, like `lo`).
-        let mapped = (|| -> Option<()> {
-            let job = std::env::var(tiers_cluster::env::JOB).ok()?;
-            let name =
-                std::ffi::CString::new(tiers_cluster::engine::shm::seg_name(&job, 0, self.rank))
-                    .ok()?;
-            // The heap's data follows the cluster tier's segment header in the object.
-            let hdr = self.base as usize - self.mapping_start()?;
-            // SAFETY: [lo, hi) is the program's memory (it passed [ptr, ptr + size)) rounded
-            // to pages; the heap range is this new segment's. MAP_FIXED replaces exactly
-            // those pages with the object's, after their bytes were copied there.
-            unsafe {
-                let fd = libc::shm_open(name.as_ptr(), libc::O_RDWR, 0);
-                if fd < 0 {
-                    return None;
-                }
-                std::ptr::copy_nonoverlapping(lo as *const u8, self.base.add(s.data), hi - lo);
-                let p = libc::mmap(
-                    lo as *mut libc::c_void,
-                    hi - lo,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    fd,
-                    (hdr + s.data) as libc::off_t,
-                );
-                libc::close(fd);
-                (p as usize == lo).then_some(())
-            }
-        })();
-        if mapped.is_none() {
-            let _ = self.delete(id);
-            return Err(GASPI_ERR_MEMALLOC);
-        }
-        let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
-        let b = Seg {
-            data: s.data + shift,
-            size,
-            user: ptr,
-            ..s
-        };
-        segs[id as usize] = Some(b);
-        let e = self.dir(self.rank, id as usize);
-        self.word(e).store(b.data as u64, Ordering::Relaxed);
-        self.word(e + 8).store(size as u64, Ordering::Release);
-        Ok(())
-    }
-
-    /// The start of the mapping that holds the heap (the heap follows the segment header).
-    fn mapping_start(&self) -> Option<usize> {
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-        let b = self.base as usize;
-        for l in maps.lines() {
-            let (range, _) = l.split_once(' ')?;
-            let (lo, hi) = range.split_once('-')?;
-            let lo = usize::from_str_radix(lo, 16).ok()?;
-            let hi = usize::from_str_radix(hi, 16).ok()?;
-            if lo <= b && b < hi {
-                return Some(lo);
-            }
-        }
-        None
-    }
-
-    /// Makes segment `id` known at `rank` (writes this rank's directory entry there).
-    pub fn register(&self, id: gaspi_segment_id_t, rank: usize, timeout: u64) -> R<()> {
-        self.seg(id)?;
-        if rank == self.rank {
-            return Ok(());
-        }
-        let e = self.dir(self.rank, id as usize);
-        let q = self.w.queue(QUEUES - 1).map_err(err)?;
-        q.write(HEAP.at(e), HEAP.on(rank, e), 32).map_err(err)?;
-        q.wait(tmo(timeout)).map_err(err)
     }
 
     /// The user's view of segment `id`.
@@ -1110,40 +1013,4 @@ impl Ctx {
     pub fn health(&self, r: usize) -> Health {
         self.w.health(r).unwrap_or(Health::Failed)
     }
-}
-
-/// Turns the pages of a bound range back into private memory with the same bytes: a fresh
-/// private mapping takes a copy and is moved over the shared pages in one step, so the
-/// program never sees them unmapped.
-fn unbind(ptr: usize, size: usize) -> R<()> {
-    let lo = ptr & !(PAGE - 1);
-    let len = align(ptr + size, PAGE) - lo;
-    // SAFETY: [lo, lo + len) is the bound range's pages, mapped since bind; the copy goes to
-    // a new private mapping of the same length, which mremap then moves onto them.
-    unsafe {
-        let tmp = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if tmp == libc::MAP_FAILED {
-            return Err(GASPI_ERR_MEMALLOC);
-        }
-        std::ptr::copy_nonoverlapping(lo as *const u8, tmp as *mut u8, len);
-        let p = libc::mremap(
-            tmp,
-            len,
-            len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            lo as *mut libc::c_void,
-        );
-        if p as usize != lo {
-            libc::munmap(tmp, len);
-            return Err(GASPI_ERR_MEMALLOC);
-        }
-    }
-    Ok(())
 }

@@ -13,6 +13,7 @@ mod coll;
 pub mod ctx;
 mod passive;
 mod printf;
+mod seg;
 pub mod stats;
 mod threads;
 pub mod types;

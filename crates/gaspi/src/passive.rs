@@ -4,12 +4,12 @@
 //!
 //! A message goes as frames, each with an 8-byte header (the message's length and this frame's
 //! offset, `u32` each) and up to `passive_max - 8` bytes of it. The frames of one message leave
-//! one after another (a lock per process keeps two threads' messages apart) and a sender's
-//! frames arrive in the order sent (the mailbox is first in, first out), so the receiver
-//! gathers them per sender. A send that times out between frames leaves a truncated message at
+//! one after another (a lock per process, taken within the call's timeout, keeps two threads'
+//! messages apart) and a sender's frames arrive in the order sent (the mailbox is first in,
+//! first out), so the receiver gathers them per sender. A send that times out between frames leaves a truncated message at
 //! the receiver; the next message from that sender starts at offset 0 and replaces it.
 
-use crate::ctx::{Ctx, R};
+use crate::ctx::{time_left as left, Ctx, R};
 use crate::types::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -33,14 +33,6 @@ struct Recv {
     frame: Vec<u8>,
 }
 
-/// What is left of `timeout` since `start` (`GASPI_TEST`, one look, once it has run out).
-fn left(timeout: gaspi_timeout_t, start: Instant) -> gaspi_timeout_t {
-    match timeout {
-        GASPI_BLOCK | GASPI_TEST => timeout,
-        ms => ms.saturating_sub(start.elapsed().as_millis() as u64),
-    }
-}
-
 impl Ctx {
     /// The largest passive message (`gaspi_passive_transfer_size_max`).
     pub fn passive_max(&self) -> u64 {
@@ -59,7 +51,9 @@ impl Ctx {
             return Err(GASPI_ERROR);
         }
         let start = Instant::now();
-        let _one = self.passive.send.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread's send may hold the lock for as long as its own timeout (a full
+        // mailbox): this one waits for it only within its own.
+        let _one = self.lock_counted(&self.passive.send, timeout)?;
         let mut frame = Vec::with_capacity(HDR + room.min(data.len()));
         for (k, chunk) in data.chunks(room).enumerate() {
             frame.clear();
@@ -85,7 +79,9 @@ impl Ctx {
         timeout: gaspi_timeout_t,
     ) -> R<(usize, usize)> {
         let start = Instant::now();
-        let mut st = self.passive.recv.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread may hold the lock in a receive that blocks until a message comes:
+        // this one waits for it only within its own timeout.
+        let mut st = self.lock_counted(&self.passive.recv, timeout)?;
         let st = &mut *st;
         loop {
             if let Some((from, m)) = st.done.front() {

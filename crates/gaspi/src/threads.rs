@@ -5,13 +5,17 @@
 //! so a pool would add nothing the programs could use.
 //!
 //! The barrier counts arrivals of the `total` threads given to `gaspi_threads_init*` and
-//! releases them by bumping a generation word (a sense-reversing central barrier); the last
-//! thread to arrive runs the GASPI barrier for `sync_all`, so exactly one per rank does.
+//! releases them by bumping a generation (a sense-reversing central barrier); the last
+//! thread to arrive runs the GASPI barrier for `sync_all`, so exactly one per rank does. The
+//! generation and the count share one word, so that a thread whose `sync_all` times out
+//! before the others arrived takes its arrival back atomically, without racing the last
+//! arrival: it either withdraws from this generation's count or finds the count complete.
 
 use crate::types::*;
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Threads a program may declare (`gaspi_threads_init_user` clamps to it).
 const THREADS_MAX: u32 = 1024;
@@ -20,10 +24,11 @@ const THREADS_MAX: u32 = 1024;
 static NEXT: AtomicI32 = AtomicI32::new(-1);
 /// Threads that take part in the barrier.
 static TOTAL: AtomicI32 = AtomicI32::new(0);
-/// Threads arrived at the current barrier.
-static ARRIVED: AtomicI32 = AtomicI32::new(0);
-/// Barriers completed; waiting threads watch it change.
-static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// The barrier's state: barriers completed (the generation, which waiting threads watch
+/// change) in the high 32 bits, threads arrived at the current one in the low 32.
+static STATE: AtomicU64 = AtomicU64::new(0);
+/// The arrival count's bits of [`STATE`].
+const COUNT: u64 = 0xffff_ffff;
 /// The return code of the last `sync_all`'s GASPI barrier, for every thread of the rank.
 static SYNC_RET: AtomicI32 = AtomicI32::new(GASPI_SUCCESS);
 
@@ -47,25 +52,45 @@ fn cores() -> Option<i32> {
     }
 }
 
-/// Waits for the generation to move past `gen`: spins briefly, then yields (the threads may
-/// outnumber the cores).
-fn wait_past(gen: u32) {
-    let mut backoff = tiers_node::Backoff::new().never_sleep();
-    while GENERATION.load(Ordering::Acquire) == gen {
-        backoff.snooze();
-    }
-}
-
-/// One barrier over the rank's `TOTAL` threads; the last to arrive runs `last` first.
-fn barrier(last: impl FnOnce()) {
-    let total = TOTAL.load(Ordering::Acquire).max(1);
-    let gen = GENERATION.load(Ordering::Acquire);
-    if ARRIVED.fetch_add(1, Ordering::AcqRel) + 1 >= total {
+/// One barrier over the rank's `TOTAL` threads; the last to arrive runs `last` first. The
+/// others wait for it (spinning briefly, then yielding: the threads may outnumber the cores)
+/// up to `timeout`: one whose time runs out before every thread arrived withdraws its
+/// arrival and gets `false`. Once all have arrived the barrier is complete, and a waiter
+/// waits for `last` (which has a timeout of its own) whatever its time.
+fn barrier(timeout: gaspi_timeout_t, last: impl FnOnce()) -> bool {
+    let total = TOTAL.load(Ordering::Acquire).max(1) as u64;
+    let before = STATE.fetch_add(1, Ordering::AcqRel);
+    let gen = before >> 32;
+    if (before & COUNT) + 1 >= total {
         last();
-        ARRIVED.store(0, Ordering::Relaxed);
-        GENERATION.fetch_add(1, Ordering::AcqRel);
-    } else {
-        wait_past(gen);
+        // The next generation, nobody arrived: threads of the next barrier arrive only
+        // after they saw this store.
+        STATE.store(gen.wrapping_add(1) << 32, Ordering::Release);
+        return true;
+    }
+    let start = Instant::now();
+    let limit = match timeout {
+        GASPI_BLOCK => None,
+        ms => Some(Duration::from_millis(ms)),
+    };
+    let mut backoff = tiers_node::Backoff::new().never_sleep();
+    loop {
+        let now = STATE.load(Ordering::Acquire);
+        if now >> 32 != gen {
+            return true;
+        }
+        let late = limit.is_some_and(|l| start.elapsed() >= l);
+        if late && now & COUNT < total {
+            // Withdraw, unless the count changed meanwhile (then look again).
+            if STATE
+                .compare_exchange(now, now - 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return false;
+            }
+            continue;
+        }
+        backoff.snooze();
     }
 }
 
@@ -129,7 +154,8 @@ pub extern "C" fn gaspi_threads_init_user(num: u32) -> gaspi_return_t {
         return GASPI_ERROR;
     }
     TOTAL.store(num.min(THREADS_MAX) as i32, Ordering::Release);
-    ARRIVED.store(0, Ordering::Release);
+    // No thread has arrived at the next barrier (the generation goes on).
+    STATE.fetch_and(!COUNT, Ordering::AcqRel);
     GASPI_SUCCESS
 }
 
@@ -204,17 +230,22 @@ pub extern "C" fn gaspi_threads_run(
 /// `gaspi_threads_sync`: the barrier of the rank's declared threads.
 #[no_mangle]
 pub extern "C" fn gaspi_threads_sync() {
-    barrier(|| {});
+    barrier(GASPI_BLOCK, || {});
 }
 
 /// `gaspi_threads_sync_all`: the threads' barrier, with one GASPI barrier over group `g`
-/// inside it; every thread returns that barrier's code.
+/// inside it; every thread returns that barrier's code. A thread that waits `timeout` for the
+/// rank's other threads to arrive returns `GASPI_TIMEOUT` (and has not arrived: it may call
+/// again).
 #[no_mangle]
 pub extern "C" fn gaspi_threads_sync_all(g: gaspi_group_t, timeout: gaspi_timeout_t) -> i32 {
-    barrier(|| {
+    let all = barrier(timeout, || {
         // SAFETY: an exported GASPI call with plain arguments.
         let r = unsafe { crate::api::gaspi_barrier(g, timeout) };
         SYNC_RET.store(r, Ordering::Release);
     });
+    if !all {
+        return GASPI_TIMEOUT;
+    }
     SYNC_RET.load(Ordering::Acquire)
 }

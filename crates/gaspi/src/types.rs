@@ -40,6 +40,7 @@ pub const GASPI_ERR_MANY_SEG: i32 = 21;
 pub const GASPI_ERR_MANY_GRP: i32 = 22;
 pub const GASPI_QUEUE_FULL: i32 = 23;
 pub const GASPI_ERR_UNALIGN_OFF: i32 = 24;
+pub const GASPI_ERR_ACTIVE_COLL: i32 = 25;
 pub const GASPI_ERR_MEMALLOC: i32 = 28;
 
 /// `gaspi_statistic_argument_t`.

@@ -12,7 +12,7 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 11] = [
+const TESTS: [&str; 13] = [
     "segments",
     "spin",
     "notify",
@@ -24,6 +24,8 @@ const TESTS: [&str; 11] = [
     "threads",
     "statistics",
     "term",
+    "contention",
+    "dead",
 ];
 /// No test of the suite takes more than a few seconds; a hang ends the job here.
 const LIMIT: Duration = Duration::from_secs(120);

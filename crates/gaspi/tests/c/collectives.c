@@ -84,6 +84,19 @@ main (void)
   TRUE (res[1].val == 0 && res[1].rank == 0);
   TRUE (res[2].val == 5.0 && res[2].rank == 0);
   TRUE (res[3].val == n - 1);
+  /* More bytes than allreduce_buf_size is a size error (a count above the maximum, a count
+   * error). */
+  gaspi_size_t abuf;
+  CHECK (gaspi_allreduce_buf_size (&abuf));
+  EXPECT (gaspi_allreduce_user (mine, res, 4, abuf / 4 + 1, maxloc, &state, GASPI_GROUP_ALL,
+                                GASPI_BLOCK),
+          GASPI_ERR_INV_SIZE);
+  EXPECT (gaspi_allreduce_user (mine, res, 2, ~(gaspi_size_t) 0, maxloc, &state,
+                                GASPI_GROUP_ALL, GASPI_BLOCK),
+          GASPI_ERR_INV_SIZE);
+  EXPECT (gaspi_allreduce_user (mine, res, emax + 1, 1, maxloc, &state, GASPI_GROUP_ALL,
+                                GASPI_BLOCK),
+          GASPI_ERR_INV_NUM);
   /* A reduction that fails makes the call fail (one rank alone reduces nothing). */
   state = 0;
   if (n > 1)

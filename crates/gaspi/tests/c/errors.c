@@ -1,6 +1,7 @@
 /* Error paths: calls before init, bad ranks, segments, offsets, queues and notifications
  * return their GASPI codes; waits with a timeout return GASPI_TIMEOUT and can be resumed. */
 #include "check.h"
+#include <stdint.h>
 
 int
 main (void)
@@ -41,6 +42,23 @@ main (void)
   EXPECT (gaspi_notify_waitsome (0, nnum - 1, 2, &id, GASPI_BLOCK), GASPI_ERR_INV_NOTIF_ID);
   EXPECT (gaspi_segment_alloc (255, 64, GASPI_MEM_INITIALIZED), GASPI_ERR_INV_SEG);
   EXPECT (gaspi_segment_alloc (5, 0, GASPI_MEM_INITIALIZED), GASPI_ERR_INV_SEGSIZE);
+  /* Sizes up to SIZE_MAX are refused as any size the heap cannot hold is, rounding to pages
+   * included; nothing is left allocated that could be addressed. */
+  const gaspi_size_t huge[] = { (gaspi_size_t) 1 << 40, SIZE_MAX, SIZE_MAX - 100,
+                                SIZE_MAX - 4094, SIZE_MAX - 4095, SIZE_MAX - 8192 };
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+    EXPECT (gaspi_segment_alloc (1, huge[i], GASPI_MEM_INITIALIZED), GASPI_ERR_MEMALLOC);
+    EXPECT (gaspi_segment_create (1, huge[i], GASPI_GROUP_ALL, GASPI_BLOCK, GASPI_MEM_INITIALIZED),
+            GASPI_ERR_MEMALLOC);
+  }
+  gaspi_atomic_value_t oldv;
+  EXPECT (gaspi_atomic_fetch_add (1, (gaspi_offset_t) 1 << 40, me, 1, &oldv, 1000),
+          GASPI_ERR_INV_SEG);
+  /* A bind names a valid, free segment id first, on every engine. */
+  static char bindable[4096];
+  EXPECT (gaspi_segment_bind (255, bindable, 64, 0), GASPI_ERR_INV_SEG);
+  EXPECT (gaspi_segment_bind (0, bindable, 64, 0), GASPI_ERR_INV_SEG);
+  EXPECT (gaspi_numa_socket (NULL), GASPI_ERR_NULLPTR);
   EXPECT (gaspi_barrier (17, GASPI_BLOCK), GASPI_ERR_INV_GROUP);
   EXPECT (gaspi_proc_kill (me, GASPI_BLOCK), GASPI_ERR_INV_RANK);
   TRUE (gaspi_error_str (GASPI_TIMEOUT) != NULL && gaspi_error_str (12345) != NULL);
@@ -61,6 +79,10 @@ main (void)
     CHECK (gaspi_barrier (GASPI_GROUP_ALL, 50));
   } else if (me == 0) {
     EXPECT (gaspi_barrier (GASPI_GROUP_ALL, 50), GASPI_TIMEOUT);
+    /* Another collective while the barrier is to be resumed. */
+    int one = 1, sum;
+    EXPECT (gaspi_allreduce (&one, &sum, 1, GASPI_OP_SUM, GASPI_TYPE_INT, GASPI_GROUP_ALL, 50),
+            GASPI_ERR_ACTIVE_COLL);
     for (gaspi_rank_t r = 1; r < n; r++)
       CHECK (gaspi_notify (0, r, 1, 1, 0, GASPI_BLOCK));
     CHECK (gaspi_wait (0, GASPI_BLOCK));
@@ -74,6 +96,27 @@ main (void)
     CHECK (gaspi_notify_reset (0, 1, &v));
     CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
   }
+
+  /* A segment deleted and allocated again is not the peers' to address until it is
+   * registered with them again: the left neighbour's stale registration is refused. */
+  CHECK (gaspi_segment_alloc (2, 4096, GASPI_MEM_INITIALIZED));
+  CHECK (gaspi_segment_register (2, right, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  const gaspi_rank_t left = (me + n - 1) % n;
+  CHECK (gaspi_write (0, 0, left, 2, 0, 8, 0, GASPI_BLOCK));
+  CHECK (gaspi_wait (0, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  CHECK (gaspi_segment_delete (2));
+  CHECK (gaspi_segment_alloc (2, 4096, GASPI_MEM_INITIALIZED));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  if (n > 1)
+    EXPECT (gaspi_write (0, 0, left, 2, 0, 8, 0, GASPI_BLOCK), GASPI_ERR_INV_SEG);
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  CHECK (gaspi_segment_register (2, right, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  CHECK (gaspi_write (0, 0, left, 2, 0, 8, 0, GASPI_BLOCK));
+  CHECK (gaspi_wait (0, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
 
   /* Every rank is healthy. */
   gaspi_state_t states[64];

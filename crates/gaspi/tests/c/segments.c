@@ -59,6 +59,71 @@ main (void)
   TRUE (p2 == (gaspi_pointer_t) buf);
   /* Another buffer on a bound id is refused. */
   EXPECT (gaspi_segment_use (2, raw, bn, GASPI_GROUP_ALL, GASPI_BLOCK, 0), GASPI_ERR_INV_SEG);
+  /* Memory that is not the program's to bind is refused, before anything is read from it:
+   * an unmapped address, a range past the end of its mapping, read-only memory, memory of
+   * the library's own (segment 0's notification words), a range that overlaps a segment in
+   * part, and one that shares a page with a bound segment. */
+  int local_int = 0;
+  static const char text[8192] = "read-only";
+  char *c0 = (char *) p0;
+  EXPECT (gaspi_segment_bind (3, (gaspi_pointer_t) 0x1000, 64, 0), GASPI_ERR_MEMALLOC);
+  EXPECT (gaspi_segment_bind (3, &local_int, (gaspi_size_t) 1 << 33, 0), GASPI_ERR_MEMALLOC);
+  EXPECT (gaspi_segment_bind (3, (gaspi_pointer_t) text, sizeof text, 0), GASPI_ERR_MEMALLOC);
+  EXPECT (gaspi_segment_bind (3, c0 - 4096, 64, 0), GASPI_ERR_MEMALLOC);
+  EXPECT (gaspi_segment_bind (3, c0 + big - 16, 64, 0), GASPI_ERR_MEMALLOC);
+  EXPECT (gaspi_segment_bind (3, raw, 64, 0), GASPI_ERR_MEMALLOC);
+  EXPECT (gaspi_segment_bind (3, raw, 8, 0), GASPI_ERR_MEMALLOC);
+  CHECK (gaspi_segment_num (&num));
+  TRUE (num == 3 && local_int == 0);
+
+  /* A part of another segment bound again is that segment's bytes (GPI-2's sub-segments):
+   * a write into the part shows in the segment, and deleting the part leaves the segment
+   * whole, still receiving writes at those bytes. */
+  CHECK (gaspi_segment_bind (3, c0 + 4096, 4096, 0));
+  gaspi_pointer_t p3;
+  CHECK (gaspi_segment_ptr (3, &p3));
+  TRUE (p3 == (gaspi_pointer_t) (c0 + 4096));
+  CHECK (gaspi_segment_register (3, left, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  src0[2] = 2000 + me;
+  CHECK (gaspi_write_notify (0, 8, right, 3, 16, sizeof (int), 0, 1, 0, GASPI_BLOCK));
+  CHECK (gaspi_notify_waitsome (3, 0, 1, &id, GASPI_BLOCK));
+  CHECK (gaspi_notify_reset (3, id, &val));
+  TRUE (((int *) (c0 + 4096))[4] == 2000 + left);
+  CHECK (gaspi_wait (0, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  CHECK (gaspi_segment_delete (3));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  src0[3] = 3000 + me;
+  CHECK (gaspi_write_notify (0, 12, right, 0, 4096 + 20, sizeof (int), 1, 1, 0, GASPI_BLOCK));
+  CHECK (gaspi_notify_waitsome (0, 1, 1, &id, GASPI_BLOCK));
+  CHECK (gaspi_notify_reset (0, id, &val));
+  TRUE (((int *) (c0 + 4096))[5] == 3000 + left);
+  CHECK (gaspi_wait (0, GASPI_BLOCK));
+  /* Bound memory bound again in part: the same bytes. */
+  CHECK (gaspi_segment_bind (3, buf + 2, 8, 0));
+  gaspi_pointer_t p3b;
+  CHECK (gaspi_segment_ptr (3, &p3b));
+  TRUE (p3b == (gaspi_pointer_t) (buf + 2) && *(int *) p3b == me);
+  CHECK (gaspi_segment_delete (3));
+  TRUE (buf[2] == me);
+  /* A segment bound at a pointer that is not 8-aligned has no word an atomic may use, on
+   * this rank as on the others. */
+  void *odd_pages = NULL;
+  TRUE (posix_memalign (&odd_pages, 4096, 8192) == 0);
+  char *odd = (char *) odd_pages + 12;
+  CHECK (gaspi_segment_use (4, odd, 128, GASPI_GROUP_ALL, GASPI_BLOCK, 0));
+  gaspi_atomic_value_t old;
+  for (gaspi_offset_t off = 0; off <= 8; off += 4) {
+    EXPECT (gaspi_atomic_fetch_add (4, off, me, 1, &old, GASPI_BLOCK), GASPI_ERR_UNALIGN_OFF);
+    EXPECT (gaspi_atomic_fetch_add (4, off, right, 1, &old, GASPI_BLOCK),
+            GASPI_ERR_UNALIGN_OFF);
+    EXPECT (gaspi_atomic_compare_swap (4, off, me, 0, 1, &old, GASPI_BLOCK),
+            GASPI_ERR_UNALIGN_OFF);
+  }
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  CHECK (gaspi_segment_delete (4));
+  free (odd_pages);
   /* Write the right neighbour's bound bytes 4..8 with this rank's number + 100. */
   src0[1] = me + 100;
   CHECK (gaspi_write_notify (0, 4, right, 2, 4, sizeof (int), 7, 1, 0, GASPI_BLOCK));
