@@ -1,5 +1,6 @@
 //! `tiers plot RESULTS.json --out FIG.svg|png`: the figure of a benchmark report.
 
+use super::outputs::{self, Output};
 use crate::plot::{self, report::ReportFigure, report::Table};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -30,12 +31,20 @@ pub struct PlotArgs {
     pub date: Option<String>,
 }
 
-/// Runs `tiers plot`.
+/// Runs `tiers plot`. What the arguments alone decide is refused before the report is read:
+/// the size, the figure's format, a figure that would replace the report itself (by any name:
+/// a link, `./`), and a directory where no file can be written.
 pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(h) = a.height {
-        plot::Size::new(a.width, h)?;
-    }
+    plot::Size::new(a.width, a.height.unwrap_or(plot::HEIGHT))?;
     plot::Format::of(&a.out)?;
+    outputs::check(
+        &[&a.input],
+        &[Output {
+            path: &a.out,
+            option: "--out",
+            extensions: &["svg", "png"],
+        }],
+    )?;
     let mut table = read(&a.input, a.value.as_deref())?;
     if let Some(d) = &a.date {
         table.date = Some(d.clone());
@@ -69,4 +78,81 @@ fn read(path: &Path, value: Option<&str>) -> Result<Table, Box<dyn std::error::E
             .map(|d| format!("file of {}", plot::date_of(d.as_secs())));
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = r#"{"bench": "b", "unit": "ns", "lower_is_better": true, "results": [
+        {"impl": "a", "threads": 1, "value": 1.0}, {"impl": "a", "threads": 2, "value": 2.5}]}"#;
+
+    fn args(input: &Path, out: &Path) -> PlotArgs {
+        PlotArgs {
+            input: input.to_path_buf(),
+            out: out.to_path_buf(),
+            width: plot::WIDTH,
+            height: None,
+            value: None,
+            date: None,
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tiers-plot-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_figure_never_replaces_its_report() {
+        let d = scratch("self");
+        // A report named like a figure, as after `cp rep.json rep.svg`.
+        let rep = d.join("rep.svg");
+        std::fs::write(&rep, REPORT).unwrap();
+        let link = d.join("link.svg");
+        std::os::unix::fs::symlink(&rep, &link).unwrap();
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        for out in [
+            rep.clone(),
+            d.join("./rep.svg"),
+            d.join("sub/../rep.svg"),
+            link.clone(),
+        ] {
+            let e = run(args(&rep, &out)).unwrap_err().to_string();
+            assert!(e.contains("is an input"), "{}: {e}", out.display());
+            // The report read through the link, the figure named as the file.
+            let e = run(args(&link, &out)).unwrap_err().to_string();
+            assert!(e.contains("is an input"), "{}: {e}", out.display());
+        }
+        assert_eq!(std::fs::read_to_string(&rep).unwrap(), REPORT);
+        let fig = d.join("fig.svg");
+        run(args(&rep, &fig)).unwrap();
+        assert!(std::fs::read_to_string(&fig).unwrap().contains("<svg"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_figure_nowhere_to_write_is_refused_before_drawing() {
+        let d = scratch("dir");
+        let rep = d.join("rep.json");
+        std::fs::write(&rep, REPORT).unwrap();
+        let e = run(args(&rep, &d.join("no/such/fig.png")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot write in its directory"), "{e}");
+        std::fs::create_dir_all(d.join("fig.svg")).unwrap();
+        let e = run(args(&rep, &d.join("fig.svg"))).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        // Sizes and formats are refused before the report is read (there is none here).
+        let none = d.join("none.json");
+        let mut a = args(&none, &d.join("f.svg"));
+        a.width = 100_000;
+        let e = run(a).unwrap_err().to_string();
+        assert!(e.contains("width 100000"), "{e}");
+        let e = run(args(&none, &d.join("f.jpg"))).unwrap_err().to_string();
+        assert!(e.contains(".svg or .png"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

@@ -852,3 +852,184 @@ fn a_report_just_measured_draws_its_figure_value_too() {
     let s = svg(&ReportFigure::new(t).unwrap());
     assert!(texts(&s).iter().any(|l| l.contains("parallel efficiency")));
 }
+
+/// `f()`, or a failure naming `what` if it has not returned after a minute: a figure whose
+/// drawing never ends fails its test instead of hanging the run.
+pub(crate) fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: drawing did not end within a minute")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: drawing panicked"),
+    }
+}
+
+/// The figure of `doc` as SVG and PNG at `size`, or the error of either.
+fn both(doc: &Value, size: Size) -> super::Result<(String, Vec<u8>)> {
+    let fig = figure(doc)?;
+    let s = String::from_utf8(render(&fig, Format::Svg, size)?).expect("UTF-8 SVG");
+    let p = render(&fig, Format::Png, size)?;
+    Ok((s, p))
+}
+
+#[test]
+fn more_series_than_looks_draw_each_in_the_legend_with_dashed_lines() {
+    // One point a series, as in a report of one thread count per implementation.
+    let rows: Vec<Value> = (0..100)
+        .map(|i| json!({"impl": format!("a{i}"), "threads": i + 1, "value": i + 1}))
+        .collect();
+    let doc = report("ns", json!(rows));
+    let (s, png) = within("100 series", move || both(&doc, Size::default()).unwrap());
+    assert_eq!(png_size(&png), (super::WIDTH, super::HEIGHT));
+    let t = texts(&s);
+    for i in 0..100 {
+        let name = format!("a{i}");
+        assert!(t.contains(&name), "no legend entry {name}");
+    }
+    // Lines of two points a series: those after the first 60 are dashed (many pieces each).
+    let rows: Vec<Value> = (0..130)
+        .flat_map(|i| {
+            [1, 2].map(|th| json!({"impl": format!("s{i}"), "threads": th, "value": i + th}))
+        })
+        .collect();
+    let doc = report("ns", json!(rows));
+    let fig = figure(&doc).unwrap();
+    let series = fig.layout().series().to_vec();
+    let s = within("130 series", move || svg(&fig));
+    let looks = style::looks(&series);
+    let dashed = looks[style::SLOTS];
+    assert!(dashed.dashes().is_some());
+    let same_colour = looks.iter().filter(|l| l.colour == dashed.colour).count();
+    // A solid series is one line in the panel and one in the legend.
+    assert!(
+        strokes(&s, dashed.rgb()) > 2 * same_colour,
+        "no dashed line in {:?}",
+        dashed.rgb()
+    );
+}
+
+#[test]
+fn a_legend_too_long_for_the_figure_counts_what_it_leaves_out() {
+    let rows: Vec<Value> = (0..400)
+        .map(|i| json!({"impl": format!("a-rather-long-implementation-{i}"), "threads": 1, "size": i, "value": 1.0}))
+        .collect();
+    let doc = report("ns", json!(rows));
+    let (s, _) = within("400 series", move || both(&doc, Size::default()).unwrap());
+    let t = texts(&s);
+    let more = t
+        .iter()
+        .find(|l| l.ends_with("more series"))
+        .expect("a count");
+    let shown = t
+        .iter()
+        .filter(|l| l.starts_with("a-rather-long-implementation-"))
+        .count();
+    assert_eq!(*more, format!("+{} more series", 400 - shown));
+    assert!(shown > 30, "{shown} shown");
+}
+
+#[test]
+fn values_no_axis_can_show_are_refused_and_the_rest_draw() {
+    let below = |v: f64| f64::from_bits(v.to_bits() - 1);
+    // (values, refused)
+    let cases: Vec<(Vec<f64>, bool)> = vec![
+        (vec![1.7e308, 0.0], true),
+        (vec![1e308, -1e308], true),
+        (vec![f64::MAX], true),
+        (vec![-f64::MAX, -1.0], true),
+        (vec![2e306, 1e306, 1.5e306], true),
+        (vec![1e306, 0.0], false),
+        (vec![-1e306, 0.0], false),
+        (vec![1.7e308, 1.0], false), // log scale
+        (vec![5e-324, 1e-323], false),
+        (vec![-1e300, below(-1e300)], false),
+        (vec![-1e300, -1e300], false),
+        (vec![-5e-324, 0.0], false),
+    ];
+    for (vals, refused) in cases {
+        let rows: Vec<Value> = vals
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({"impl": "a", "threads": i + 1, "value": v}))
+            .collect();
+        let doc = report("ns", json!(rows));
+        let what = format!("{vals:?}");
+        let got = within(&what, move || both(&doc, Size::default()));
+        match got {
+            Err(e) if refused => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("cannot be drawn on a linear axis") && e.contains("demo report"),
+                    "{what}: {e}"
+                );
+            }
+            Ok((s, png)) if !refused => {
+                texts(&s);
+                assert_eq!(png_size(&png), (super::WIDTH, super::HEIGHT));
+            }
+            Err(e) => panic!("{what}: refused: {e}"),
+            Ok(_) => panic!("{what}: drawn"),
+        }
+    }
+    // Stacked parts whose sum passes f64's largest.
+    let mut doc = parts_doc(&["a"], &[1]);
+    for r in doc["results"].as_array_mut().unwrap() {
+        if r["impl"] == "a" {
+            r["value"] = json!(1.5e308);
+        }
+    }
+    let e = within("stacked", move || both(&doc, Size::default()))
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("cannot be drawn on a linear axis"), "{e}");
+}
+
+#[test]
+fn the_smallest_figures_draw_every_kind_of_report() {
+    let many_panels: Vec<Value> = (0..16)
+        .flat_map(|p| {
+            [1, 2, 4]
+                .map(|th| json!({"impl": "a", "threads": th, "op": format!("op{p}"), "value": th}))
+        })
+        .collect();
+    let docs = [
+        threads_doc(),
+        report("ns", json!(many_panels)),
+        parts_doc(&["a", "b", "c"], &[1, 2, 4]),
+        report(
+            "ns",
+            json!([{"impl": "a", "op": "get", "value": 1.0}, {"impl": "b", "op": "put", "value": 2.0}]),
+        ),
+    ];
+    for (k, doc) in docs.into_iter().enumerate() {
+        for (w, h) in [(200, 200), (200, 8192), (8192, 200)] {
+            let d = doc.clone();
+            let got = within(&format!("report {k} at {w}x{h}"), move || {
+                both(&d, Size::new(w, h).unwrap())
+            });
+            let (s, png) = got.unwrap_or_else(|e| panic!("report {k} at {w}x{h}: {e}"));
+            texts(&s);
+            assert_eq!(png_size(&png), (w, h));
+        }
+    }
+}
+
+#[test]
+fn control_characters_in_names_leave_the_svg_readable() {
+    let doc = json!({
+        "bench": "b\u{1}", "unit": "ns\u{7}", "machine": {"cpu": "c\u{0}", "hostname": "h\u{1b}"},
+        "results": [
+            {"impl": "a\u{1}", "threads": 1, "op": "x\u{2}", "value": 1.0},
+            {"impl": "a\u{2}", "threads": 2, "op": "x\u{2}", "value": 2.0},
+        ],
+    });
+    let fig = figure(&doc).unwrap();
+    assert_eq!(fig.layout().series(), ["a\\u{1}", "a\\u{2}"]);
+    let t = texts(&svg(&fig));
+    assert!(t.iter().any(|l| l == "a\\u{1}"), "{t:?}");
+}

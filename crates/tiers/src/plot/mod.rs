@@ -15,6 +15,7 @@ pub mod anneal;
 #[cfg(test)]
 mod figures_test;
 pub mod gantt;
+mod legend;
 pub mod model;
 pub mod report;
 pub mod scatter;
@@ -288,6 +289,55 @@ pub(crate) fn span(vals: &[f64], from_zero: bool) -> (f64, f64, bool) {
     (if lo == 0.0 { 0.0 } else { lo - pad }, hi + pad, false)
 }
 
+/// Largest value, and largest distance between two values, that a linear axis shows. plotters
+/// places ticks at a power of ten of an axis's span (and tries ten times that), and its search
+/// never ends once that is infinite; 1e306 leaves room for the padding around the data and
+/// that factor of ten well inside `f64`.
+pub(crate) const MAX_LINEAR: f64 = 1e306;
+
+/// Checks that data from `lo` to `hi` fit on a linear axis; the error says what does.
+pub(crate) fn linear_fits(lo: f64, hi: f64) -> Result<()> {
+    let fits = lo.is_finite()
+        && hi.is_finite()
+        && lo.abs() <= MAX_LINEAR
+        && hi.abs() <= MAX_LINEAR
+        && (hi - lo).abs() <= MAX_LINEAR;
+    if fits {
+        Ok(())
+    } else {
+        Err(Error(format!(
+            "values from {} to {} cannot be drawn on a linear axis: it shows values within {} of zero and of each other",
+            tick(lo),
+            tick(hi),
+            tick(MAX_LINEAR)
+        )))
+    }
+}
+
+/// The axis range `r` as plotters can tick it, or an error naming the axis (`what`): both ends
+/// finite and well inside `f64` (see [`MAX_LINEAR`]), in order, and at least a billionth of
+/// their size apart, since a span of a few rounding steps at 1e300 keeps plotters' tick search
+/// from ending just as an infinite one does (it is widened around its middle).
+pub(crate) fn tickable(what: &str, r: (f64, f64)) -> Result<(f64, f64)> {
+    let (lo, hi) = (r.0.min(r.1), r.0.max(r.1));
+    let limit = 10.0 * MAX_LINEAR;
+    if !(r.0.is_finite() && r.1.is_finite()) || lo.abs().max(hi.abs()) > limit || hi - lo > limit {
+        return Err(Error(format!(
+            "the {what} axis would run from {} to {}: an axis spans at most {}",
+            tick(r.0),
+            tick(r.1),
+            tick(limit)
+        )));
+    }
+    // Below f64's smallest normal numbers the search would divide its step down to zero.
+    let least = (lo.abs().max(hi.abs()) * 1e-9).max(1e-290);
+    if hi - lo < least {
+        let mid = lo / 2.0 + hi / 2.0;
+        return Ok((mid - least, mid + least));
+    }
+    Ok((lo, hi))
+}
+
 /// Draws a panel's axes, grid and labels on `cell`; returns the map from drawing-space
 /// coordinates to the cell's pixels.
 pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
@@ -299,8 +349,9 @@ pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
     if let Some(c) = &a.caption {
         cb.caption(c.clone(), font(15.0));
     }
+    let (x, y) = (tickable("x", a.x)?, tickable("y", a.y)?);
     let mut chart = cb
-        .build_cartesian_2d(a.x.0..a.x.1, a.y.0..a.y.1)
+        .build_cartesian_2d(x.0..x.1, y.0..y.1)
         .map_err(Error::drawing)?;
     let label = |log: bool, whole: bool, v: f64| -> String {
         if whole && (v - v.round()).abs() > 1e-6 {
@@ -316,7 +367,7 @@ pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
         }
     };
     let (xl, yl) = (a.xlog, a.ylog);
-    let n_log = |r: (f64, f64)| ((r.1 - r.0).ceil() as usize + 1).clamp(2, 10);
+    let n_log = |r: (f64, f64)| ((r.1 - r.0).ceil() as usize).saturating_add(1).clamp(2, 10);
     let named = |v: f64| -> String {
         match &a.x_names {
             Some(names) if (v - v.round()).abs() < 1e-6 && v >= 0.0 => {
@@ -329,8 +380,10 @@ pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
     // One tick per category (plotters picks "nice" values: asking for one per unit of the
     // range puts them on the whole numbers).
     let x_ticks = match &a.x_names {
-        Some(_) => ((a.x.1 - a.x.0).round() as usize + 1).clamp(2, 40),
-        None if xl => n_log(a.x),
+        Some(_) => ((x.1 - x.0).round() as usize)
+            .saturating_add(1)
+            .clamp(2, 40),
+        None if xl => n_log(x),
         None => 8,
     };
     chart
@@ -338,7 +391,7 @@ pub(crate) fn axes<'a, DB: DrawingBackend + 'a>(
         .x_desc(a.x_desc.clone())
         .y_desc(a.y_desc.clone())
         .x_labels(x_ticks)
-        .y_labels(if yl { n_log(a.y) } else { 8 })
+        .y_labels(if yl { n_log(y) } else { 8 })
         .x_label_formatter(&|v| named(*v))
         .y_label_formatter(&|v| label(yl, a.whole.1, *v))
         .label_style(font(12.0))
@@ -427,6 +480,33 @@ mod tests {
         assert!(Size::new(800, 100_000).is_err());
         assert!(Format::of(Path::new("a.jpg")).is_err());
         assert_eq!(Format::of(Path::new("a.SVG")).unwrap(), Format::Svg);
+    }
+
+    #[test]
+    fn axis_ranges_are_finite_ordered_and_wide_enough_to_tick() {
+        for r in [
+            (0.0, f64::INFINITY),
+            (f64::NAN, 1.0),
+            (-1e308, 1e308),
+            (0.0, 1.7e308),
+            (f64::MAX, f64::MAX),
+        ] {
+            let e = tickable("y", r).unwrap_err().to_string();
+            assert!(e.contains("the y axis would run from"), "{e}");
+        }
+        assert_eq!(tickable("x", (0.0, 2.0)).unwrap(), (0.0, 2.0));
+        assert_eq!(tickable("x", (2.0, 0.0)).unwrap(), (0.0, 2.0));
+        for r in [(1e300, 1e300), (0.0, 5e-324), (-1.0, -1.0)] {
+            let (a, b) = tickable("x", r).unwrap();
+            assert!(a < r.0.min(r.1) && b > r.0.max(r.1), "{r:?}: {a}, {b}");
+            assert!(
+                b - a >= 1e-290 && (b - a) >= 1e-9 * r.1.abs(),
+                "{r:?}: {a}, {b}"
+            );
+        }
+        assert!(linear_fits(0.0, 1e306).is_ok());
+        assert!(linear_fits(-1e306, 1e306).is_err());
+        assert!(linear_fits(0.0, f64::INFINITY).is_err());
     }
 
     #[test]

@@ -11,9 +11,10 @@
 //! pattern `2x1x1` determines ranks and threads), then a number over a name, then the one with
 //! more values; those x determines are left out, the rest make panels.
 
+use super::legend::LegendGrid;
 use super::stacked::Stack;
 use super::style::{self, LIMIT};
-use super::{font, frame, tick, Error, Figure, Result};
+use super::{font, frame, linear_fits, tick, tickable, Error, Figure, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
@@ -209,7 +210,7 @@ impl Table {
             f if f.ends_with("_mib") => ("MiB", true),
             f => (f, true),
         };
-        self.unit = unit.to_string();
+        self.unit = printable(unit);
         self.lower_is_better = lower;
         Ok(())
     }
@@ -231,16 +232,12 @@ impl Table {
             )));
         };
         let mut t = Table {
-            bench: obj
-                .get("bench")
-                .and_then(Value::as_str)
-                .unwrap_or("benchmark")
-                .to_string(),
-            unit: obj
-                .get("unit")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            bench: printable(
+                obj.get("bench")
+                    .and_then(Value::as_str)
+                    .unwrap_or("benchmark"),
+            ),
+            unit: printable(obj.get("unit").and_then(Value::as_str).unwrap_or("")),
             lower_is_better: obj
                 .get("lower_is_better")
                 .and_then(Value::as_bool)
@@ -248,16 +245,13 @@ impl Table {
             ..Table::default()
         };
         if let Some(m) = obj.get("machine") {
-            t.cpu = m.get("cpu").and_then(Value::as_str).map(str::to_string);
+            t.cpu = m.get("cpu").and_then(Value::as_str).map(printable);
             t.cores = m.get("cores").and_then(Value::as_u64);
-            t.host = m
-                .get("hostname")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            t.host = m.get("hostname").and_then(Value::as_str).map(printable);
             // The machine's own round trip; a `limit` row that measured one in the run wins.
             t.round_trip_ns = m.get("round_trip_ns").and_then(Value::as_f64);
         }
-        t.date = obj.get("date").and_then(Value::as_str).map(str::to_string);
+        t.date = obj.get("date").and_then(Value::as_str).map(printable);
         let mut measured_rt: Option<f64> = None;
         for (i, r) in results.iter().enumerate() {
             let Some(ro) = r.as_object() else {
@@ -298,9 +292,9 @@ impl Table {
                 }
                 match v {
                     Value::Number(n) if n.is_i64() || n.is_u64() => {
-                        params.push((k.clone(), Param::Num(n.as_f64().unwrap_or(f64::NAN))))
+                        params.push((printable(k), Param::Num(n.as_f64().unwrap_or(f64::NAN))))
                     }
-                    Value::String(s) => params.push((k.clone(), Param::Name(s.clone()))),
+                    Value::String(s) => params.push((printable(k), Param::Name(printable(s)))),
                     _ => {}
                 }
             }
@@ -315,7 +309,7 @@ impl Table {
                 measured_rt = Some(value).filter(|v| v.is_finite());
             }
             t.rows.push(Row {
-                imp: imp.to_string(),
+                imp: printable(imp),
                 params,
                 value,
                 numbers,
@@ -329,6 +323,24 @@ impl Table {
         }
         Ok(t)
     }
+}
+
+/// `s` as a figure can show it: XML allows no control characters (but tab and line breaks,
+/// which SVG text does not show either), so an SVG with one in a name does not open; each is
+/// written as its escape (`\u{1}`) instead, which keeps different names different.
+fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The x axis.
@@ -609,6 +621,16 @@ impl ReportFigure {
                 table.rows.len()
             )));
         }
+        // Values no axis can show are refused here, before anything is drawn or written;
+        // each panel's range lies inside this one.
+        let fits = match &stack {
+            Some(st) => linear_fits(0.0, st.top(&table)),
+            None => {
+                let vals: Vec<f64> = table.rows.iter().map(|r| r.value).collect();
+                y_range(&vals).map(|_| ())
+            }
+        };
+        fits.map_err(|e| Error(format!("the {} report's {e}", table.bench)))?;
         Ok(ReportFigure {
             table,
             layout,
@@ -720,27 +742,37 @@ impl ReportFigure {
     }
 }
 
-/// The y range over every panel: (low, high, log).
-fn y_range(vals: &[f64]) -> (f64, f64, bool) {
-    let lo = vals.iter().cloned().fold(f64::INFINITY, f64::min);
-    let hi = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+/// The y range over every panel: (low, high, log), or why the values cannot share an axis.
+fn y_range(vals: &[f64]) -> Result<(f64, f64, bool)> {
+    let lo = vals
+        .iter()
+        .cloned()
+        .filter(|v| v.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    let hi = vals
+        .iter()
+        .cloned()
+        .filter(|v| v.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max);
     if !(lo.is_finite() && hi.is_finite()) {
-        return (0.0, 1.0, false);
+        return Ok((0.0, 1.0, false));
     }
     // From a factor of 30 on, the small values would be a flat line at the bottom.
     if lo > 0.0 && hi / lo >= 30.0 {
         let (a, b) = (lo.log10(), hi.log10());
         let pad = (b - a) * 0.06;
-        return (a - pad, b + pad, true);
+        return Ok((a - pad, b + pad, true));
     }
     let lo = if lo >= 0.0 { 0.0 } else { lo };
+    // Checked before padding: the padded range of values near f64's largest is infinite.
+    linear_fits(lo, hi)?;
     let span = hi - lo;
     let pad = if span > 0.0 {
         span * 0.08
     } else {
         hi.abs().max(1.0) * 0.5
     };
-    (lo, hi + pad, false)
+    Ok((lo, hi + pad, false))
 }
 
 impl Figure for ReportFigure {
@@ -752,35 +784,48 @@ impl Figure for ReportFigure {
         let lay = &self.layout;
         let looks = style::looks(&lay.series);
         let mid = frame(area, &self.title(), &self.caption())?;
-        let (w, _) = mid.dim_in_pixel();
-        let legend_w = lay
+        let (w, h) = mid.dim_in_pixel();
+        let n = lay.series.len();
+        let chars = lay
             .series
             .iter()
-            .map(|s| s.chars().count() as u32 * 8 + 50)
+            .map(|s| s.chars().count())
             .max()
-            .unwrap_or(100)
-            .clamp(100, w / 3);
-        let (plots, legend) = mid.split_horizontally(w.saturating_sub(legend_w));
-        // Legend: one entry per series, in a column of its own so that it covers no data.
-        for (i, (name, look)) in lay.series.iter().zip(&looks).enumerate() {
-            let y = 20 + 22 * i as i32;
+            .unwrap_or(0);
+        let lg = LegendGrid::of(n, chars, w / 3, h);
+        let (plots, legend) = mid.split_horizontally(w.saturating_sub(lg.width(n)));
+        // Legend: one entry per series, in columns of its own so that it covers no data.
+        let (size, r) = if lg.pitch < 22 { (11, 4) } else { (14, 5) };
+        let text_at = |(x, y): (i32, i32)| (x + 44, y - size / 2 - 1);
+        for (i, (name, look)) in lay.series.iter().zip(&looks).enumerate().take(lg.shown) {
+            let (x, y) = lg.at(i);
             if name == tiers_bench::limit::IMPL {
-                style::dashed(&legend, &[(8, y), (34, y)], LIMIT.stroke_width(2))
+                style::dashed(&legend, &[(x + 8, y), (x + 34, y)], LIMIT.stroke_width(2))
                     .map_err(Error::drawing)?;
             } else {
                 // A line sample only where the series are drawn as lines (numbers on x).
                 if matches!(lay.axis, Axis::Num) {
-                    legend
-                        .draw(&PathElement::new(
-                            vec![(6, y), (36, y)],
-                            look.rgb().stroke_width(2),
-                        ))
-                        .map_err(Error::drawing)?;
+                    line(&legend, &[(x + 6, y), (x + 36, y)], look).map_err(Error::drawing)?;
                 }
-                style::mark(&legend, (21, y), *look, 5).map_err(Error::drawing)?;
+                style::mark(&legend, (x + 21, y), *look, r).map_err(Error::drawing)?;
             }
             legend
-                .draw(&Text::new(name.clone(), (44, y - 8), font(14.0)))
+                .draw(&Text::new(
+                    name.clone(),
+                    text_at((x, y)),
+                    font(f64::from(size)),
+                ))
+                .map_err(Error::drawing)?;
+        }
+        if lg.shown < n {
+            // From the column's left edge, where there is no sample: the whole width for it.
+            let (x, y) = text_at(lg.at(lg.shown));
+            legend
+                .draw(&Text::new(
+                    format!("+{} more series", n - lg.shown),
+                    (x - 38, y),
+                    font(f64::from(size)),
+                ))
                 .map_err(Error::drawing)?;
         }
         let names = match &lay.axis {
@@ -820,7 +865,8 @@ impl Figure for ReportFigure {
                 Some(u) => u.text(),
                 None => t.unit.clone(),
             };
-            let (y0, y1, ylog) = y_range(&finite_of(if own_y { rows } else { &every }));
+            let (y0, y1, ylog) = y_range(&finite_of(if own_y { rows } else { &every }))?;
+            let (y0, y1) = tickable("y", (y0, y1))?;
             // This panel's own x: its range, and log where it spans two decades.
             let raw: Vec<f64> = rows
                 .iter()
@@ -864,6 +910,7 @@ impl Figure for ReportFigure {
                 let pad = (b - a) * 0.05;
                 (a - pad, b + pad)
             };
+            let (x0, x1) = tickable("x", (x0, x1))?;
             let x_fmt = |v: &f64| -> String {
                 if !names.is_empty() {
                     let i = v.round();
@@ -899,18 +946,21 @@ impl Figure for ReportFigure {
                 tick(if ylog { 10f64.powf(*v) } else { *v })
             };
             let x_labels = if !names.is_empty() {
-                names.len() + 1
+                names.len().saturating_add(1)
             } else if single {
                 3
             } else if xlog {
                 // No more ticks than fit side by side at ~56 px each ("256K" and a gap).
                 let fit = (cell.dim_in_pixel().0 / 56).max(2) as usize;
-                ((x1 - x0).ceil() as usize + 1).clamp(2, 10).min(fit)
+                ((x1 - x0).ceil() as usize)
+                    .saturating_add(1)
+                    .clamp(2, 10)
+                    .min(fit)
             } else {
                 8
             };
             let y_labels = if ylog {
-                ((y1 - y0).ceil() as usize + 2).clamp(3, 12)
+                ((y1 - y0).ceil() as usize).saturating_add(2).clamp(3, 12)
             } else {
                 8
             };
@@ -1014,9 +1064,8 @@ impl Figure for ReportFigure {
                         p.0 += off;
                     }
                 } else if pts.len() > 1 && names.is_empty() {
-                    let line: Vec<(i32, i32)> = pts.iter().map(|&(x, y)| local(px(x, y))).collect();
-                    root.draw(&PathElement::new(line, look.rgb().stroke_width(2)))
-                        .map_err(Error::drawing)?;
+                    let seg: Vec<(i32, i32)> = pts.iter().map(|&(x, y)| local(px(x, y))).collect();
+                    line(root, &seg, look).map_err(Error::drawing)?;
                 }
                 let r = if pts.len() > 200 { 2 } else { 4 };
                 for &(x, y) in &pts {
@@ -1025,6 +1074,20 @@ impl Figure for ReportFigure {
             }
         }
         Ok(())
+    }
+}
+
+/// A series' line through pixel points: solid, or in its round's dashes (see
+/// [`style::Look::dashes`]).
+fn line<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    pts: &[(i32, i32)],
+    look: &style::Look,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let st = look.rgb().stroke_width(2);
+    match look.dashes() {
+        None => area.draw(&PathElement::new(pts.to_vec(), st)),
+        Some(d) => style::dashed_as(area, pts, st, d),
     }
 }
 

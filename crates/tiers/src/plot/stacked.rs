@@ -8,7 +8,7 @@
 
 use super::report::{Param, Row, Table};
 use super::style::{self, LIMIT, PALETTE};
-use super::{font, frame, tick, Error, Result};
+use super::{font, frame, tick, tickable, Error, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -242,15 +242,8 @@ impl Stack {
                 ))
                 .map_err(Error::drawing)?;
         }
-        // The y range: every total and every stack, from zero.
-        let mut hi: f64 = 0.0;
-        for (_, rows) in &self.panels {
-            for g in &self.groups {
-                let (stack, total) = self.bar(t, rows, g);
-                hi = hi.max(stack.iter().sum::<f64>()).max(total.unwrap_or(0.0));
-            }
-        }
-        let y1 = if hi > 0.0 { hi * 1.15 } else { 1.0 };
+        let hi = self.top(t);
+        let (_, y1) = tickable("y", (0.0, if hi > 0.0 { hi * 1.15 } else { 1.0 }))?;
         let n = self.panels.len().max(1);
         // Each group's name needs ~80 px under its bar: as many columns as leave that room.
         let fit = (plots.dim_in_pixel().0 as usize / (80 * self.groups.len()).max(1)).max(1);
@@ -337,6 +330,19 @@ impl Stack {
             }
         }
         Ok(())
+    }
+
+    /// The top of the y range: the highest total or stack of any panel (infinite where a
+    /// stack's parts add up past `f64`).
+    pub fn top(&self, t: &Table) -> f64 {
+        let mut hi: f64 = 0.0;
+        for (_, rows) in &self.panels {
+            for g in &self.groups {
+                let (stack, total) = self.bar(t, rows, g);
+                hi = hi.max(stack.iter().sum::<f64>()).max(total.unwrap_or(0.0));
+            }
+        }
+        hi
     }
 
     /// A group's parts (bottom first, missing or non-finite as 0) and total in one panel.

@@ -2,7 +2,10 @@
 //! name, so that a reader who learned that `openmp` is a purple triangle in one figure finds it
 //! so in the next. Names measured today have a fixed place ([`KNOWN`], ordered so that those
 //! that share a figure get different colours); other names are placed by a hash of the name,
-//! and a clash inside one figure moves the later series to the next free look.
+//! and a clash inside one figure moves the later series to the next free look. A figure of more
+//! series than there are looks ([`SLOTS`]) starts over with every look again, its lines dashed
+//! (then dotted, then long-dashed) so that each series can still be told from the others and
+//! found in the legend; from the fourth round on the line patterns repeat.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -115,6 +118,9 @@ pub struct Look {
     pub colour: usize,
     /// Marker.
     pub marker: Marker,
+    /// Which pass over the [`SLOTS`] looks this is in its figure: 0 for the first 60 series
+    /// (solid lines), 1 and on for those after, whose lines [`Look::dashes`] breaks up.
+    pub round: usize,
 }
 
 impl Look {
@@ -127,6 +133,7 @@ impl Look {
         Look {
             colour: slot % PALETTE.len(),
             marker: MARKERS[(slot / PALETTE.len()) % MARKERS.len()],
+            round: 0,
         }
     }
 
@@ -134,9 +141,19 @@ impl Look {
     pub fn rgb(&self) -> RGBColor {
         PALETTE[self.colour]
     }
+
+    /// The series' line pattern in pixels (drawn, skipped), or `None` for a solid line: what
+    /// tells a series of a later round from the one of the first that has its colour and marker.
+    pub fn dashes(&self) -> Option<(f64, f64)> {
+        match self.round {
+            0 => None,
+            r => Some([(8.0, 5.0), (2.0, 4.0), (16.0, 4.0)][(r - 1) % 3]),
+        }
+    }
 }
 
-const SLOTS: usize = 12 * 5;
+/// Distinct colour-and-marker looks: one figure's first [`SLOTS`] series never share one.
+pub const SLOTS: usize = PALETTE.len() * MARKERS.len();
 
 fn slot_of(name: &str) -> usize {
     if let Some(i) = KNOWN.iter().position(|k| *k == name) {
@@ -151,12 +168,19 @@ fn slot_of(name: &str) -> usize {
 }
 
 /// The looks of `names` in one figure: each name's own look, unless an earlier name of the
-/// figure has it already.
+/// figure has it already. Any number of names gets looks: after every [`SLOTS`] names the
+/// looks are handed out again in a new round (see [`Look::dashes`]).
 pub fn looks(names: &[String]) -> Vec<Look> {
     let mut used: Vec<usize> = Vec::new();
+    let mut round = 0;
     names
         .iter()
         .map(|n| {
+            // Every slot is taken: the search below would find none.
+            if used.len() >= SLOTS {
+                used.clear();
+                round += 1;
+            }
             let mut s = slot_of(n);
             // Prefer a free colour first, then a free colour-and-marker.
             if used.iter().any(|u| u % 12 == s % 12) {
@@ -171,7 +195,10 @@ pub fn looks(names: &[String]) -> Vec<Look> {
                 s = (s + 1) % SLOTS;
             }
             used.push(s);
-            Look::from_slot(s)
+            Look {
+                round,
+                ..Look::from_slot(s)
+            }
         })
         .collect()
 }
@@ -214,10 +241,24 @@ pub fn dashed<DB: DrawingBackend>(
     pts: &[(i32, i32)],
     style: ShapeStyle,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    let (on, off) = (8.0, 5.0);
+    dashed_as(area, pts, style, (8.0, 5.0))
+}
+
+/// Draws a polyline through pixel points, `on` pixels drawn and `off` skipped in turn.
+pub fn dashed_as<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    pts: &[(i32, i32)],
+    style: ShapeStyle,
+    (on, off): (f64, f64),
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     for w in pts.windows(2) {
         let (a, b) = (w[0], w[1]);
-        let (dx, dy) = (f64::from(b.0 - a.0), f64::from(b.1 - a.1));
+        // In f64: far apart pixels (a point plotters mapped outside the area) would overflow
+        // an i32 difference.
+        let (dx, dy) = (
+            f64::from(b.0) - f64::from(a.0),
+            f64::from(b.1) - f64::from(a.1),
+        );
         let len = (dx * dx + dy * dy).sqrt();
         if len < 1.0 {
             continue;
@@ -227,12 +268,13 @@ pub fn dashed<DB: DrawingBackend>(
             let e = (t + on).min(len);
             let p = |s: f64| {
                 (
-                    a.0 + (dx * s / len).round() as i32,
-                    a.1 + (dy * s / len).round() as i32,
+                    a.0.saturating_add((dx * s / len).round() as i32),
+                    a.1.saturating_add((dy * s / len).round() as i32),
                 )
             };
             area.draw(&PathElement::new(vec![p(t), p(e)], style))?;
-            t += on + off;
+            // A pattern of no length would never move on.
+            t += (on + off).max(1.0);
         }
     }
     Ok(())
@@ -265,6 +307,27 @@ mod tests {
         c.sort();
         c.dedup();
         assert_eq!(c.len(), 12);
+    }
+
+    #[test]
+    fn more_series_than_looks_start_a_new_round_with_dashed_lines() {
+        let names: Vec<String> = (0..1000).map(|i| format!("a{i}")).collect();
+        let l = crate::plot::figures_test::within("1000 looks", {
+            let names = names.clone();
+            move || looks(&names)
+        });
+        assert_eq!(l.len(), 1000);
+        // The first rounds' series still differ, by line pattern once colour and marker repeat.
+        let key = |x: &Look| (x.colour, x.marker as u8, x.dashes().map(|d| d.0.to_bits()));
+        for i in 0..4 * SLOTS {
+            for j in 0..i {
+                assert_ne!(key(&l[i]), key(&l[j]), "{} and {}", names[i], names[j]);
+            }
+        }
+        assert!(l[..SLOTS].iter().all(|x| x.dashes().is_none()));
+        assert!(l[SLOTS..].iter().all(|x| x.dashes().is_some()));
+        // The first round is the figure of its names alone.
+        assert_eq!(&l[..SLOTS], &looks(&names[..SLOTS])[..]);
     }
 
     #[test]
