@@ -8,6 +8,9 @@
 use crate::fasta::Record;
 use crate::rng::Rng;
 
+/// The most subfamilies (families × subfamilies) a spec may plant.
+pub const MAX_GROUPS: usize = 1 << 20;
+
 /// Generator settings.
 #[derive(Clone, Debug)]
 pub struct AluSpec {
@@ -52,6 +55,19 @@ impl AluSpec {
                 return bad(format!("the {name} must be between 0 and 1, not {v}"));
             }
         }
+        // Every subfamily's consensus is made whatever `n` is: bounded, so that an absurd
+        // count is an error rather than hours of work or an abort.
+        let groups = crate::limits::mul("families x subfamilies", self.families, self.subfamilies)?;
+        if groups > MAX_GROUPS {
+            return bad(format!(
+                "families x subfamilies is {groups}, more than the {MAX_GROUPS} planted subfamilies allowed"
+            ));
+        }
+        crate::limits::check_alloc(
+            "the subfamilies' consensus sequences",
+            crate::limits::mul("subfamilies x length", groups, self.length)?,
+            1,
+        )?;
         // Each sequence, its FASTA text and its record: a few times the length, with indels.
         crate::limits::check_alloc(
             "the sequences",
@@ -174,6 +190,22 @@ pub fn generate(spec: &AluSpec) -> Vec<AluSeq> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_family_counts_are_refused_before_any_work() {
+        let with = |families, subfamilies| AluSpec {
+            n: 10,
+            families,
+            subfamilies,
+            ..Default::default()
+        };
+        assert!(with(4, 3).validate().is_ok());
+        assert!(with(1 << 10, 1 << 10).validate().is_ok());
+        for (f, s) in [(1 << 10, (1 << 10) + 1), (100_000_000, 3), (3, usize::MAX)] {
+            let e = with(f, s).validate().unwrap_err().to_string();
+            assert!(e.contains("families x subfamilies"), "{e}");
+        }
+    }
 
     #[test]
     fn deterministic_and_labelled() {

@@ -20,7 +20,6 @@ use crate::npy::{self, ComplexElem};
 use crate::{limits, Error, Result};
 use num_complex::Complex64;
 use rustfft::{Fft, FftPlanner};
-use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -714,11 +713,7 @@ pub fn read_rows(
     let io = |e| Error::io(path, "reading", e);
     let mut f = std::fs::File::open(path).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
-    let mut head = Vec::new();
-    f.by_ref()
-        .take(1 << 16)
-        .read_to_end(&mut head)
-        .map_err(io)?;
+    let head = crate::npy::read_head(&mut f).map_err(io)?;
     let (start, n, elem, fortran) = npy_layout(&head, path)?;
     check_n(n, 1)?;
     let eb = elem.bytes();

@@ -513,8 +513,7 @@ pub fn read_rows(
         }
         Format::Npy => {
             // The header is small: read it and judge it as from_npy does.
-            let mut head = vec![0u8; size.min(64 * 1024) as usize];
-            f.read_exact(&mut head).map_err(io)?;
+            let head = crate::npy::read_head(&mut f).map_err(io)?;
             let (data, n, width) = npy_layout(&head, path)?;
             if width != 4 {
                 return Err(ferr(path, "reading by rows needs a <f4 .npy"));
@@ -528,11 +527,20 @@ pub fn read_rows(
             path.display()
         )));
     }
-    let want = start + (n as u64) * (n as u64) * elem;
-    if size != want {
+    if n == 0 {
+        return Err(ferr(path, "empty matrix (0x0)"));
+    }
+    let want = (n as u64)
+        .checked_mul(n as u64)
+        .and_then(|x| x.checked_mul(elem))
+        .and_then(|x| x.checked_add(start));
+    if want != Some(size) {
+        let needs = want.map_or("more bytes than a file can hold".to_string(), |w| {
+            format!("{w} bytes")
+        });
         return Err(ferr(
             path,
-            format!("wrong size: a {n}x{n} matrix needs {want} bytes, the file has {size}"),
+            format!("wrong size: a {n}x{n} matrix needs {needs}, the file has {size}"),
         ));
     }
     let len = rows.len();
@@ -734,6 +742,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("too large"), "{e}");
+        // Read by rows: shapes whose byte counts wrap, and the empty matrix.
+        let dir = std::env::temp_dir().join(format!("tiers-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (shape, want) in [
+            (
+                "(4294967296, 4294967296)",
+                "more bytes than a file can hold",
+            ),
+            (
+                "(10000000000, 10000000000)",
+                "more bytes than a file can hold",
+            ),
+            ("(0, 0)", "empty matrix"),
+        ] {
+            let path = dir.join("m.npy");
+            let mut f = crate::npy::header("<f4", false, &[0, 0]);
+            let h = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+            f.truncate(10);
+            f[8..10].copy_from_slice(&(h.len() as u16).to_le_bytes());
+            f.extend_from_slice(h.as_bytes());
+            std::fs::write(&path, &f).unwrap();
+            let e = read_rows(&path, false, 0..0).unwrap_err().to_string();
+            assert!(e.contains(want), "{shape}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -38,9 +38,15 @@ pub struct MdsOptions {
     pub seed: u64,
 }
 
+/// The most dimensions an embedding may have: far beyond MDS's use (2 or 3, for a look),
+/// low enough that the dims × dims eigenproblems of the plot and of the Procrustes fit stay
+/// within seconds.
+pub const MAX_DIMS: usize = 1024;
+
 impl MdsOptions {
     /// Checks the options for a matrix of `n` points: at least one dimension and block (an
-    /// iteration limit of 0 evaluates the start only), a finite non-negative threshold, and
+    /// iteration limit of 0 evaluates the start only), at most [`MAX_DIMS`] dimensions, a
+    /// finite non-negative threshold, and
     /// points that fit in memory.
     pub fn validate(&self, n: usize) -> crate::Result<()> {
         let bad = |m: String| Err(crate::Error::Invalid(m));
@@ -48,6 +54,12 @@ impl MdsOptions {
             return bad(format!(
                 "dims and block must be at least 1 (dims {}, block {})",
                 self.dims, self.block
+            ));
+        }
+        if self.dims > MAX_DIMS {
+            return bad(format!(
+                "dims {} is more than {MAX_DIMS} (the plot's and the reference's principal axes cost dims³)",
+                self.dims
             ));
         }
         if !(self.threshold >= 0.0 && self.threshold.is_finite()) {
@@ -543,11 +555,28 @@ pub fn parse_points(text: &str, dims: usize, file: &str) -> crate::Result<(Vec<f
                 format!("expected an index and {dims} coordinates"),
             ));
         }
+        // Points are numbered 0, 1, … in order (SPIDAL's files are): a duplicate or missing
+        // index would otherwise pair the wrong points silently.
+        let want = pts.len() / dims.max(1);
+        if toks[0].parse::<usize>().ok() != Some(want) {
+            return Err(Error::format(
+                file,
+                k + 1,
+                format!("point index {:?} where {want} was expected (points are numbered 0, 1, … in order)", toks[0]),
+            ));
+        }
         for t in &toks[1..=dims] {
-            pts.push(
-                t.parse::<f64>()
-                    .map_err(|_| Error::format(file, k + 1, format!("not a number: {t:?}")))?,
-            );
+            let v = t
+                .parse::<f64>()
+                .map_err(|_| Error::format(file, k + 1, format!("not a number: {t:?}")))?;
+            if !v.is_finite() {
+                return Err(Error::format(
+                    file,
+                    k + 1,
+                    format!("coordinate {t:?} is not a finite number"),
+                ));
+            }
+            pts.push(v);
         }
         if let Some(l) = toks.get(dims + 1) {
             labels.push(
@@ -752,5 +781,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("p:1"));
+        // Indices out of order, repeated, or not numbers; coordinates that are not finite.
+        for bad in [
+            "1 0 0 0\n",
+            "0 0 0 0\n0 1 1 1\n",
+            "x 0 0 0\n",
+            "0 nan 0 0\n",
+            "0 0 inf 0\n",
+        ] {
+            assert!(parse_points(bad, 3, "p").is_err(), "{bad:?}");
+        }
     }
 }

@@ -69,9 +69,10 @@ impl Run {
                 self.threads, self.processes, self.nodes
             ));
         }
-        if !(self.seconds.is_finite() && self.seconds > 0.0) {
+        // A nanosecond to a year: ratios of such times, and the fits over them, stay finite.
+        if !(self.seconds.is_finite() && (1e-9..=3.2e7).contains(&self.seconds)) {
             return bad(format!(
-                "seconds must be a positive number, not {}",
+                "seconds must be a number from 1e-9 to 3.2e7 (a year), not {}",
                 self.seconds
             ));
         }
@@ -451,6 +452,10 @@ mod tests {
         assert!(e.contains("1x0x1"), "{e}");
         assert!(r(usize::MAX, 2, 1, 1.0).validate().is_err());
         assert!(r(2, 2, 2, 1.0).validate().is_ok());
+        // Times whose ratios overflow or vanish are refused.
+        for secs in [1e-320, 1e300, 0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(r(1, 1, 1, secs).validate().is_err(), "{secs}");
+        }
     }
 
     #[test]

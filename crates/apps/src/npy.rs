@@ -37,6 +37,36 @@ pub fn header(descr: &str, fortran: bool, shape: &[usize]) -> Vec<u8> {
     h
 }
 
+/// The longest header [`parse`] accepts (NumPy writes a few hundred bytes; version 2 allows
+/// up to 4 GiB, which no reader should allocate on a file's say-so).
+pub const MAX_HEADER: usize = 1 << 24;
+
+/// Reads the start of a `.npy` file through the end of its header (what [`parse`] needs, and
+/// no more than [`MAX_HEADER`] of it). A file shorter than its header comes back short, for
+/// `parse` to name.
+///
+/// # Errors
+///
+/// A read error of `r`.
+pub fn read_head(r: &mut impl std::io::Read) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    r.by_ref().take(12).read_to_end(&mut head)?;
+    let (hlen, start) = match head.get(6) {
+        Some(1) if head.len() >= 10 => (u16::from_le_bytes([head[8], head[9]]) as usize, 10),
+        Some(2 | 3) if head.len() >= 12 => (
+            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize,
+            12,
+        ),
+        _ => return Ok(head),
+    };
+    let want = start + hlen.min(MAX_HEADER);
+    if want > head.len() {
+        r.take((want - head.len()) as u64).read_to_end(&mut head)?;
+    }
+    Ok(head)
+}
+
 /// Takes apart the header at the start of `bytes` (the whole file, or at least its header).
 ///
 /// # Errors
@@ -55,6 +85,11 @@ pub fn parse(bytes: &[u8]) -> Result<Header, String> {
         ),
         v => return Err(format!("unsupported .npy version {v}")),
     };
+    if hlen > MAX_HEADER {
+        return Err(format!(
+            "a .npy header of {hlen} bytes, more than the {MAX_HEADER} read"
+        ));
+    }
     if bytes.len() - start < hlen {
         return Err("truncated .npy header".into());
     }
@@ -175,6 +210,32 @@ impl std::fmt::Display for ComplexElem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_headers_are_read_whole_and_absurd_ones_refused() {
+        // A version-2 header of 100,000 bytes (a long shape padding), then data.
+        let dict = format!(
+            "{{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }}{}\n",
+            " ".repeat(100_000)
+        );
+        let mut f = b"\x93NUMPY\x02\x00".to_vec();
+        f.extend_from_slice(&(dict.len() as u32).to_le_bytes());
+        f.extend_from_slice(dict.as_bytes());
+        f.extend_from_slice(&[0u8; 16]);
+        let head = read_head(&mut &f[..]).unwrap();
+        assert_eq!(head.len(), 12 + dict.len());
+        let h = parse(&head).unwrap();
+        assert_eq!((h.data, h.shape), (12 + dict.len(), vec![2, 2]));
+        // A header that claims 4 GiB is refused, not allocated.
+        let mut big = b"\x93NUMPY\x02\x00".to_vec();
+        big.extend_from_slice(&u32::MAX.to_le_bytes());
+        big.extend_from_slice(b"{'descr'");
+        let head = read_head(&mut &big[..]).unwrap();
+        assert!(parse(&head).unwrap_err().contains("more than"));
+        // Short and foreign files come back short, for parse to name.
+        assert!(parse(&read_head(&mut &b"\x93NUM"[..]).unwrap()).is_err());
+        assert!(parse(&read_head(&mut &b"hello world, not numpy"[..]).unwrap()).is_err());
+    }
 
     #[test]
     fn complex_elements_decode_in_both_orders() {

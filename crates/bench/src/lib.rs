@@ -410,14 +410,19 @@ impl Report {
     }
 
     /// Prints the report on stdout, as JSON or as a table.
-    pub fn print(&self, json: bool) {
+    ///
+    /// # Errors
+    ///
+    /// Writing to the standard output failed (a closed pipe, a full disk).
+    pub fn print(&self, json: bool) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
         if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&self.to_json()).expect("report serialises")
-            );
+            let text = serde_json::to_string_pretty(&self.to_json())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            writeln!(out, "{text}")
         } else {
-            print!("{}", self.table());
+            write!(out, "{}", self.table())
         }
     }
 }
@@ -582,12 +587,20 @@ pub fn compare(min_time: f64, candidates: &mut [Candidate<'_>]) -> Vec<(f64, Vec
 
 /// Parses a list of counts such as `1,2,4` or `1-16` or `1-16:2`.
 pub fn parse_counts(s: &str) -> Result<Vec<usize>, String> {
-    let v = tiers_node::cpulist::parse(s).map_err(|e| e.to_string())?;
+    let bad = |why: &str| format!("bad count list {s:?} (such as 1,2,4 or 1-16): {why}");
+    // The list syntax is a CPU list's, whose limit is the most processors of a machine.
+    let v = tiers_node::cpulist::parse(s).map_err(|_| bad("not a list of numbers and ranges"))?;
     if v.is_empty() || v.contains(&0) {
-        return Err(format!("bad count list {s:?}: counts must be at least 1"));
+        return Err(bad("counts must be at least 1"));
+    }
+    if let Some(&big) = v.iter().find(|&&c| c > MAX_COUNT) {
+        return Err(bad(&format!("{big} is more than {MAX_COUNT}")));
     }
     Ok(v)
 }
+
+/// The largest count [`parse_counts`] accepts (threads or ranks of a benchmark).
+pub const MAX_COUNT: usize = 1024;
 
 #[cfg(test)]
 mod tests {

@@ -22,6 +22,15 @@ fn zero_threads_is_a_clear_error() {
 }
 
 #[test]
+fn too_many_threads_is_a_clear_error_before_any_allocation() {
+    for n in [Pool::MAX_THREADS + 1, 1_000_000_000, usize::MAX] {
+        let e = Pool::builder().threads(n).build().unwrap_err();
+        assert!(matches!(e, PoolError::TooManyThreads(m) if m == n));
+        assert!(e.to_string().contains("at most 65536"), "{e}");
+    }
+}
+
+#[test]
 fn spmd_runs_once_per_worker_with_distinct_indices() {
     for wait in [
         WaitPolicy::Spin,

@@ -7,6 +7,24 @@
 use clap::Parser;
 use std::process::ExitCode;
 
+/// `print!` that returns an error ([`cmd::Stdout`]) where the standard output is closed or
+/// full, instead of panicking as `print!` does.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*).map_err($crate::cmd::Stdout)
+    }};
+}
+
+/// `println!` that returns an error ([`cmd::Stdout`]) where the standard output is closed or
+/// full, instead of panicking as `println!` does.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::cmd::Stdout)
+    }};
+}
+
 mod bench;
 mod cmd;
 mod plot;
@@ -36,6 +54,12 @@ fn main() -> ExitCode {
     match Cli::parse_from(args).command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // A reader that stopped reading (`tiers model … | head`) is not a failure.
+            if e.downcast_ref::<cmd::Stdout>()
+                .is_some_and(|o| o.0.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
             eprintln!("tiers: error: {e}");
             match e.downcast_ref::<cmd::Exit>() {
                 Some(x) => ExitCode::from(x.code),

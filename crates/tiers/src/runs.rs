@@ -130,7 +130,7 @@ mod tests {
         }
         let text = r#"{"runs": [{"app": "a", "threads": 2, "size": 5, "seconds": -3}]}"#;
         let e = parse(text, "r.json").unwrap_err().to_string();
-        assert!(e.contains("r.json") && e.contains("positive"), "{e}");
+        assert!(e.contains("r.json") && e.contains("from 1e-9"), "{e}");
         let text =
             r#"{"runs": [{"app": "a", "threads": 2, "processes": 0, "size": 5, "seconds": 1}]}"#;
         let e = parse(text, "r.json").unwrap_err().to_string();

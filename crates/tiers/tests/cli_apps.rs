@@ -530,7 +530,10 @@ fn matrices_that_are_not_distances_are_refused() {
         (vec!["cluster", &two, "--cooling", "NaN"], "cooling"),
         (vec!["cluster", &two, "--fine-cooling", "2"], "cooling"),
         (vec!["cluster", &two, "--power", "0"], "--power"),
-        (vec!["mds", &two, "--dims", "100000000000"], "memory"),
+        (
+            vec!["mds", &two, "--dims", "100000000000"],
+            "more than 1024",
+        ),
         (vec!["mds", &two, "--threshold=-1"], "threshold"),
     ] {
         let mut a = args.clone();

@@ -389,6 +389,131 @@ pub fn even_blocks(world: &tiers_cluster::World, block: RowBlock) -> crate::Resu
     })
 }
 
+/// Checks, across the ranks of `world`, that the matrix whose rows [`even_rows`] gives each
+/// rank (`block`, this rank's) is symmetric as [`crate::matrix::DistMatrix::asymmetry`] judges
+/// it (to a relative 1e-6), or with `symmetrize` replaces each pair by its mean as
+/// [`crate::matrix::DistMatrix::symmetrize`] does (the same bits). A rank reads from each
+/// other rank in turn, one-sided, the block of that rank's rows over its own columns: N²/p²
+/// floats at a time, never the matrix. Every rank gets the same answer; `file` names the
+/// input in the error, which gives the first asymmetric pair.
+///
+/// # Errors
+///
+/// [`Error::Format`](crate::Error) for an asymmetric matrix, [`Error::Invalid`](crate::Error)
+/// for a block that is not this rank's even rows, or a failure of the ranks' one-sided calls.
+pub fn symmetric_rows(
+    world: &tiers_cluster::World,
+    block: &mut RowBlock,
+    file: &str,
+    symmetrize: bool,
+) -> crate::Result<usize> {
+    use tiers_cluster::{Op, Timeout};
+    let cluster =
+        |e: tiers_cluster::Error| crate::Error::Invalid(format!("symmetry across ranks: {e}"));
+    let (n, rank, size) = (block.n, world.rank(), world.size());
+    let mine = even_rows(n, size, rank);
+    if block.rows != mine || block.data.len() != mine.len() * n {
+        return Err(crate::Error::Invalid(format!(
+            "symmetry across ranks: rank {rank} holds rows {:?}, not its even block {mine:?}",
+            block.rows
+        )));
+    }
+    let differ = |a: f32, b: f32| (a - b).abs() > 1e-6 * a.abs().max(b.abs()).max(1.0);
+    // The first asymmetric pair (i < j) as i * n + j, u64::MAX for none; and the pairs changed.
+    let mut first = u64::MAX;
+    let mut changed = 0u64;
+    let mut judge = |data: &mut [f32], i: usize, j: usize, theirs: f32| {
+        // `data` holds row i (global); `theirs` is d(j, i).
+        let at = (i - mine.start) * n + j;
+        let ours = data[at];
+        if symmetrize {
+            if ours != theirs {
+                data[at] = 0.5 * (ours + theirs);
+                if i < j {
+                    changed += 1;
+                }
+            }
+        } else if differ(ours, theirs) {
+            first = first.min((i.min(j) * n + i.max(j)) as u64);
+        }
+    };
+    // The diagonal block: both entries are here.
+    for i in mine.clone() {
+        for j in i + 1..mine.end {
+            let (a, b) = (
+                block.data[(i - mine.start) * n + j],
+                block.data[(j - mine.start) * n + i],
+            );
+            judge(&mut block.data, i, j, b);
+            judge(&mut block.data, j, i, a);
+        }
+    }
+    if size > 1 {
+        let row = n * 4;
+        let widest = (0..size)
+            .map(|r| even_rows(n, size, r).len())
+            .max()
+            .unwrap_or(0);
+        let from = world
+            .segment(OUT_SEG, (mine.len() * row).max(4))
+            .map_err(cluster)?;
+        let to = world
+            .segment(IN_SEG, (widest * mine.len() * 4).max(4))
+            .map_err(cluster)?;
+        from.write(0, &f32_bytes(&block.data)).map_err(cluster)?;
+        // Every rank's rows are in place before anyone reads them.
+        world.barrier(Timeout::Block).map_err(cluster)?;
+        let q = world.queue(0).map_err(cluster)?;
+        let width = mine.len() * 4;
+        let mut buf = vec![0u8; widest * width];
+        for step in 1..size {
+            let peer = (rank + step) % size;
+            let theirs = even_rows(n, size, peer);
+            for (k, j) in theirs.clone().enumerate() {
+                // Row j of `peer`, columns `mine`.
+                q.read(
+                    IN_SEG.at(k * width),
+                    OUT_SEG.on(peer, ((j - theirs.start) * n + mine.start) * 4),
+                    width,
+                )
+                .map_err(cluster)?;
+                if k % 256 == 255 {
+                    q.wait(Timeout::Block).map_err(cluster)?;
+                }
+            }
+            q.wait(Timeout::Block).map_err(cluster)?;
+            let got = &mut buf[..theirs.len() * width];
+            to.read(0, got).map_err(cluster)?;
+            let got = f32s(got);
+            for (k, j) in theirs.enumerate() {
+                for (c, i) in mine.clone().enumerate() {
+                    judge(&mut block.data, i, j, got[k * mine.len() + c]);
+                }
+            }
+        }
+        // Nobody deletes a segment another rank may still read.
+        world.barrier(Timeout::Block).map_err(cluster)?;
+        drop((from, to));
+        delete_segments(world).map_err(cluster)?;
+    }
+    let mut out = [0u64; 2];
+    world
+        .allreduce(&[first], &mut out[..1], Op::Min, Timeout::Block)
+        .map_err(cluster)?;
+    world
+        .allreduce(&[changed], &mut out[1..], Op::Sum, Timeout::Block)
+        .map_err(cluster)?;
+    if out[0] != u64::MAX {
+        let (i, j) = ((out[0] / n as u64) as usize, (out[0] % n as u64) as usize);
+        return Err(crate::Error::format(
+            file,
+            0,
+            format!("not symmetric: entries ({i}, {j}) and ({j}, {i}) differ (--symmetrize averages the two)"),
+        ));
+    }
+    Ok(out[1] as usize)
+}
+
 /// Floats as the bytes a segment holds.
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
@@ -510,6 +635,67 @@ mod tests {
             }
         }
         assert_eq!(even_rows(10, 2, 5), 10..10);
+    }
+
+    #[test]
+    fn symmetry_is_judged_and_mended_across_ranks_as_on_one_process() {
+        use crate::matrix::DistMatrix;
+        // A symmetric matrix, then one with a single asymmetric pair far from the diagonal,
+        // then one with many (symmetrized, it must give one process's bits).
+        let n = 11;
+        let mut sym = DistMatrix::new(n, vec![0.0; n * n]);
+        for i in 0..n {
+            for j in 0..n {
+                if i != j {
+                    sym.data[i * n + j] = (i + j) as f32 * 0.5;
+                }
+            }
+        }
+        let mut one = sym.clone();
+        one.data[n - 1] += 1.0; // (0, n - 1) only
+        let mut many = sym.clone();
+        for (k, v) in many.data.iter_mut().enumerate() {
+            if k % 7 == 3 && k / n != k % n {
+                *v += 0.25 * (k % 5) as f32;
+            }
+        }
+        let mut mended = many.clone();
+        let want_changed = mended.symmetrize();
+        assert!(want_changed > 0);
+        for ranks in [1, 2, 3, 4] {
+            let rows_of = |m: &DistMatrix, r: usize| {
+                let rows = even_rows(n, ranks, r);
+                RowBlock {
+                    n,
+                    data: m.data[rows.start * n..rows.end * n].to_vec(),
+                    rows,
+                }
+            };
+            let ok = tiers_cluster::run_local(ranks, |w| {
+                let mut b = rows_of(&sym, w.rank());
+                symmetric_rows(w, &mut b, "m", false).map_err(|e| e.to_string())
+            })
+            .unwrap();
+            assert!(ok.iter().all(|r| r == &Ok(0)), "{ok:?} on {ranks} ranks");
+            let bad = tiers_cluster::run_local(ranks, |w| {
+                let mut b = rows_of(&one, w.rank());
+                symmetric_rows(w, &mut b, "m", false).map_err(|e| e.to_string())
+            })
+            .unwrap();
+            for r in &bad {
+                let e = r.as_ref().unwrap_err();
+                assert!(e.contains("(0, 10) and (10, 0)"), "{e} on {ranks} ranks");
+            }
+            let fixed = tiers_cluster::run_local(ranks, |w| {
+                let mut b = rows_of(&many, w.rank());
+                let changed = symmetric_rows(w, &mut b, "m", true).unwrap();
+                (changed, b.data)
+            })
+            .unwrap();
+            let joined: Vec<f32> = fixed.iter().flat_map(|(_, d)| d.clone()).collect();
+            assert_eq!(joined, mended.data, "{ranks} ranks");
+            assert!(fixed.iter().all(|(c, _)| *c == want_changed));
+        }
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub fn current_worker() -> Option<usize> {
 pub enum PoolError {
     /// `threads(0)`.
     ZeroThreads,
+    /// More threads than [`Pool::MAX_THREADS`] (the pool's barriers count rounds for at most
+    /// that many parties).
+    TooManyThreads(usize),
     /// The operating system refused a thread.
     Spawn(std::io::Error),
 }
@@ -58,6 +61,11 @@ impl fmt::Display for PoolError {
             PoolError::ZeroThreads => {
                 f.write_str("a pool needs at least one thread (threads(0) was asked for)")
             }
+            PoolError::TooManyThreads(n) => write!(
+                f,
+                "a pool has at most {} threads ({n} were asked for)",
+                Pool::MAX_THREADS
+            ),
             PoolError::Spawn(e) => write!(f, "could not start a pool thread: {e}"),
         }
     }
@@ -134,6 +142,7 @@ impl PoolBuilder {
         let topo = Topology::get();
         let n = match self.threads {
             Some(0) => return Err(PoolError::ZeroThreads),
+            Some(n) if n > Pool::MAX_THREADS => return Err(PoolError::TooManyThreads(n)),
             Some(n) => n,
             None => topo.affinity.len().max(1),
         };
@@ -270,6 +279,9 @@ impl Pool {
     pub fn builder() -> PoolBuilder {
         PoolBuilder::default()
     }
+
+    /// The most threads a pool can have: its dissemination barrier's limit.
+    pub const MAX_THREADS: usize = 1 << 16;
 
     /// A pool of `n` threads with the default settings.
     pub fn new(n: usize) -> Result<Pool, PoolError> {

@@ -93,8 +93,8 @@ pub(super) fn rank_main(ctx: &Ctx<'_>) -> Outcome {
         patient,
     )?;
     if me == 0 {
-        println!(" Time in seconds = {:>24.6}", slowest[0]);
-        println!(" VERIFICATION SUCCESSFUL");
+        outln!(" Time in seconds = {:>24.6}", slowest[0])?;
+        outln!(" VERIFICATION SUCCESSFUL")?;
     }
     Ok(None)
 }

@@ -270,8 +270,12 @@ pub struct ModelArgs {
 }
 
 fn pool(threads: usize) -> Result<Pool, Box<dyn std::error::Error>> {
-    if threads == 0 {
-        return Err("--threads must be at least 1".into());
+    if threads == 0 || threads > super::fft2d::MAX_THREADS {
+        return Err(format!(
+            "--threads {threads} is out of range 1..={}",
+            super::fft2d::MAX_THREADS
+        )
+        .into());
     }
     Ok(Pool::builder().threads(threads).build()?)
 }
@@ -344,7 +348,7 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
         let pr = procrustes(&r.points, y, a.dims);
         let mut ys = tiers_apps::mds::stress(&p, &d, y, a.dims);
         ys /= tiers_apps::mds::delta_norm(&d);
-        println!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys);
+        outln!("procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}; reference normalised stress on this matrix {:.6e}", pr.disparity, 1.0 - pr.disparity, pr.rms, ys)?;
     }
     if let Some(pp) = &a.plot {
         plot_points(
@@ -370,11 +374,11 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
 fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     opts.validate(n)?;
-    let rows = tiers_apps::distance::even_rows(n, w.size(), w.rank());
-    let block = matrix::read_rows(&a.input, a.big_endian, rows)?;
+    let block = rows_of(w, &a.input, a.big_endian, a.symmetrize)?;
     let root = w.rank() == 0;
-    let reference = match (&a.reference, root) {
-        (Some(refp), true) => {
+    // Every rank reads the reference, so that a bad one stops them all alike.
+    let reference = match &a.reference {
+        Some(refp) => {
             let (y, _) = tiers_apps::mds::parse_points(
                 &read_text(refp)?,
                 a.dims,
@@ -390,11 +394,11 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
             }
             Some(y)
         }
-        _ => None,
+        None => None,
     };
-    let labels = match (&a.labels, root) {
-        (Some(l), true) => Some(read_labels(l, n)?),
-        _ => None,
+    let labels = match &a.labels {
+        Some(l) => Some(read_labels(l, n)?),
+        None => None,
     };
     let p = pool(a.threads)?;
     let (quiet, every) = (a.quiet, a.progress_every.max(1));
@@ -433,12 +437,12 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
     )?;
     if let Some(y) = &reference {
         let pr = procrustes(&r.points, y, a.dims);
-        println!(
+        outln!(
             "procrustes disparity {:.4} (1 - disparity = {:.4}), rms {:.4e}",
             pr.disparity,
             1.0 - pr.disparity,
             pr.rms
-        );
+        )?;
     }
     if let Some(pp) = &a.plot {
         plot_points(
@@ -495,11 +499,11 @@ fn cluster_report(
     eprintln!("[cluster] sizes {sizes:?}");
     write_text(&a.out, &tiers_apps::clustering::format_labels(&r.labels))?;
     if let (Some(refl), Some(refp)) = (reference, &a.reference) {
-        println!(
+        outln!(
             "adjusted Rand index vs {}: {:.4}",
             refp.display(),
             adjusted_rand_index(&r.labels, refl)
-        );
+        )?;
     }
     record_pattern(
         &a.runs,
@@ -522,6 +526,66 @@ fn fit_clusters(opts: &mut ClusterOptions, n: usize) {
     }
 }
 
+/// This rank's even rows of the matrix at `path`, checked across the ranks for symmetry (or
+/// symmetrized, as one process would: the same bits).
+fn rows_of(
+    w: &tiers_cluster::World,
+    path: &Path,
+    big_endian: bool,
+    symmetrize: bool,
+) -> Result<tiers_apps::distance::RowBlock, Box<dyn std::error::Error>> {
+    let n = matrix::read_rows(path, big_endian, 0..0)?.n;
+    let rows = tiers_apps::distance::even_rows(n, w.size(), w.rank());
+    let mut block = matrix::read_rows(path, big_endian, rows)?;
+    let file = path.display().to_string();
+    let changed = tiers_apps::distance::symmetric_rows(w, &mut block, &file, symmetrize)?;
+    if changed > 0 && w.rank() == 0 {
+        eprintln!("{file}: symmetrized {changed} pairs whose two entries differed");
+    }
+    Ok(block)
+}
+
+/// Raises every distance to `power` (clustering on δ^P); the first distance that becomes
+/// infinite or not a number, if any (the clustering would then go on silently wrong).
+pub(super) fn raise(data: &mut [f32], power: f64) -> Option<f32> {
+    if power == 1.0 {
+        return None;
+    }
+    let mut bad = None;
+    for v in data.iter_mut() {
+        let p = v.powf(power as f32);
+        if !p.is_finite() && bad.is_none() {
+            bad = Some(*v);
+        }
+        *v = p;
+    }
+    bad
+}
+
+/// [`raise`] on every rank's rows; every rank fails alike when the power sends a distance
+/// of any rank to infinity.
+pub(super) fn raise_rows(w: &tiers_cluster::World, data: &mut [f32], power: f64) -> Res {
+    let worst = raise(data, power).map_or(0.0, f64::from);
+    let mut any = [0.0f64];
+    w.allreduce(
+        &[worst],
+        &mut any,
+        tiers_cluster::Op::Max,
+        tiers_cluster::Timeout::Block,
+    )?;
+    if any[0] > 0.0 {
+        return Err(power_overflow(power, any[0] as f32));
+    }
+    Ok(())
+}
+
+pub(super) fn power_overflow(power: f64, v: f32) -> Box<dyn std::error::Error> {
+    format!(
+        "--power {power} sends the distance {v} beyond what a 32-bit float holds: use a smaller power or rescale the distances"
+    )
+    .into()
+}
+
 /// `tiers cluster` as one process: the whole matrix, checked, on this process's threads.
 fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
     let mut d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
@@ -531,8 +595,8 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
     };
     fit_clusters(&mut opts, d.n);
     opts.validate(d.n)?;
-    if a.power != 1.0 {
-        d.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+    if let Some(v) = raise(&mut d.data, a.power) {
+        return Err(power_overflow(a.power, v));
     }
     let p = pool(a.threads)?;
     let (mut log, mut trace) = (cluster_event(a.quiet), Vec::new());
@@ -550,18 +614,12 @@ fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOpt
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     fit_clusters(&mut opts, n);
     opts.validate(n)?;
-    let rows = tiers_apps::distance::even_rows(n, w.size(), w.rank());
-    let mut block = matrix::read_rows(&a.input, a.big_endian, rows)?;
-    if a.power != 1.0 {
-        block
-            .data
-            .iter_mut()
-            .for_each(|v| *v = v.powf(a.power as f32));
-    }
+    let mut block = rows_of(w, &a.input, a.big_endian, a.symmetrize)?;
+    raise_rows(w, &mut block.data, a.power)?;
     let root = w.rank() == 0;
-    let reference = match (&a.reference, root) {
-        (Some(refp), true) => Some(read_labels(refp, n)?),
-        _ => None,
+    let reference = match &a.reference {
+        Some(refp) => Some(read_labels(refp, n)?),
+        None => None,
     };
     let delta = tiers_apps::clustering::RankRows::new(w, block, opts.max_clusters + 2)?;
     let p = pool(a.threads)?;
@@ -655,7 +713,7 @@ fn plot_points(
     plot::write(path, &fig, plot::Size::new(1000, 760)?)
 }
 
-fn read_text(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
+pub(super) fn read_text(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
     std::fs::read_to_string(path).map_err(|e| tiers_apps::Error::io(path, "reading", e).into())
 }
 
@@ -674,6 +732,17 @@ fn out<'a>(
         option,
         extensions,
     }
+}
+
+/// An existing `--runs` file is read before the work, so that one this command cannot add
+/// to fails at once rather than after the run.
+fn check_runs(runs: &Option<PathBuf>) -> Res {
+    if let Some(p) = runs {
+        if p.exists() {
+            crate::runs::read(p)?;
+        }
+    }
+    Ok(())
 }
 
 /// The `--runs` file as an output (it is rewritten), when given.
@@ -767,6 +836,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&[&a.input], &outs)?;
+            check_runs(&a.runs)?;
             let recs = fasta::read(&a.input)?;
             tiers_apps::limits::check_alloc(
                 "the distance matrix",
@@ -857,6 +927,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
+            check_runs(&a.runs)?;
             let results = tiers_cluster::spmd(|w| -> Result<(), String> {
                 if w.size() == 1 {
                     mds_alone(&a, &opts).map_err(|e| e.to_string())
@@ -896,6 +967,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&ins, &outs)?;
+            check_runs(&a.runs)?;
             let results = tiers_cluster::spmd(|w| -> Result<(), String> {
                 if w.size() == 1 {
                     cluster_alone(&a, opts.clone()).map_err(|e| e.to_string())
@@ -923,6 +995,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 .chain(runs_out(&a.runs))
                 .collect();
             outputs::check(&[], &outs)?;
+            check_runs(&a.runs)?;
             // Every thread of every rank of the job (one rank when started alone) takes tiles;
             // rank 0 assembles the image.
             let threads = a.threads;
@@ -986,14 +1059,14 @@ pub fn run(cmd: AppCommand) -> Res {
                 .collect();
             let fits = model::fits_of(&fit_pts, &factors);
             if a.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(
                         &serde_json::json!({ "points": pts, "fits": fits })
                     )?
-                );
+                )?;
             } else {
-                print!("{}", model::report(&pts, &fits));
+                out!("{}", model::report(&pts, &fits))?;
             }
             if let Some(pp) = &a.plot {
                 let mut fig = plot::model::ModelFigure::new(pts, fits)?;

@@ -34,7 +34,7 @@ pub struct BenchArgs {
 /// Runs `tiers bench`.
 pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.name == "list" {
-        print!("{}", bench::list());
+        out!("{}", bench::list())?;
         return Ok(());
     }
     // At most a day: the benchmarks' own timeouts grow with it.
@@ -46,8 +46,16 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     if let Some(p) = &args.plot {
-        // Before the run: a wrong extension should not cost a whole measurement.
+        // Before the run: a wrong extension or directory should not cost a whole measurement.
         crate::plot::Format::of(p)?;
+        super::outputs::check(
+            &[],
+            &[super::outputs::Output {
+                path: p,
+                option: "--plot",
+                extensions: &["svg", "png"],
+            }],
+        )?;
     }
     let Some(b) = bench::find(&args.name) else {
         return Err(format!(
@@ -72,7 +80,7 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         args: &rest,
     };
     if let Some(report) = (b.run)(&ctx)? {
-        report.print(ctx.opts.json);
+        report.print(ctx.opts.json).map_err(super::Stdout)?;
         if let Some(p) = &args.plot {
             let table = crate::plot::report::Table::from_report(&report);
             let fig = crate::plot::report::ReportFigure::new(table)?;

@@ -139,17 +139,20 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
     if me != 0 {
         return Ok(());
     }
-    println!(
+    outln!(
         "fft2d n={n} ranks={size} threads={} variant={:?} blocks={} engine={}",
         a.threads,
         a.variant,
         a.blocks,
         w.engine_name()
-    );
-    println!(
+    )?;
+    outln!(
         "total_s {:.6} first_pass_s {:.6} wait_s {:.6} second_pass_s {:.6} (max over ranks)",
-        tmax[0], tmax[1], tmax[2], tmax[3]
-    );
+        tmax[0],
+        tmax[1],
+        tmax[2],
+        tmax[3]
+    )?;
     if let Some(x) = x {
         if a.check {
             let (_, mut s) = match &a.input {
@@ -161,11 +164,11 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
                 .iter()
                 .zip(&s)
                 .all(|(p, q)| p.re.to_bits() == q.re.to_bits() && p.im.to_bits() == q.im.to_bits());
-            println!(
+            outln!(
                 "check: relative difference to the serial transform {:.3e}{}",
                 fft2d::relative_error(&x, &s),
                 if same { " (identical bits)" } else { "" }
-            );
+            )?;
         }
         if let Some(out) = &a.out {
             tiers_apps::files::write_atomic(out, &fft2d::to_npy(n, &x))?;

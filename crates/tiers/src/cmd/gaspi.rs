@@ -266,28 +266,38 @@ fn install(prefix: &Path) -> Result<(), Box<dyn std::error::Error>> {
     // A hard link where the prefix shares the build's file system (the binary is large),
     // else a copy; nothing to do where `bin/tiers` already is this binary.
     let bin = prefix.join("bin");
-    std::fs::create_dir_all(&bin)?;
+    // Every directory exists and takes files before the first file is written, so that a
+    // prefix that cannot hold the install fails with nothing half installed.
+    let at = |p: &Path, e: std::io::Error| {
+        format!("--prefix {}: {}: {e}", prefix.display(), p.display())
+    };
+    for d in [&bin, &inc, &lib.join("pkgconfig")] {
+        std::fs::create_dir_all(d).map_err(|e| at(d, e))?;
+        let probe = d.join(format!(".tiers-install-{}", std::process::id()));
+        std::fs::write(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| at(d, e))?;
+    }
     if !same_file(&exe, &bin.join("tiers")) {
-        replace(&bin.join("tiers"), |d| {
+        let d = bin.join("tiers");
+        replace(&d, |d| {
             std::fs::hard_link(&exe, d).or_else(|_| std::fs::copy(&exe, d).map(drop))
         })?;
     }
-    replace(&bin.join("gaspi_run"), |d| {
-        std::os::unix::fs::symlink("tiers", d)
-    })?;
-    std::fs::create_dir_all(&inc)?;
-    std::fs::create_dir_all(lib.join("pkgconfig"))?;
+    let d = bin.join("gaspi_run");
+    replace(&d, |d| std::os::unix::fs::symlink("tiers", d))?;
     for (name, text) in HEADERS {
-        std::fs::write(inc.join(name), text)?;
+        let d = inc.join(name);
+        std::fs::write(&d, text).map_err(|e| at(&d, e))?;
     }
     for (name, ext, src) in sources {
-        replace(&lib.join(&name), |d| std::fs::copy(&src, d).map(drop))?;
+        let d = lib.join(&name);
+        replace(&d, |d| std::fs::copy(&src, d).map(drop))?;
         // GPI-2's names point at the one file: a program linked through them needs
         // `libtiers_gaspi.so` (the library's SONAME) and finds it beside them.
         for alias in ["libGPI2", "libGPI2-dbg"] {
-            replace(&lib.join(format!("{alias}.{ext}")), |d| {
-                std::os::unix::fs::symlink(&name, d)
-            })?;
+            let d = lib.join(format!("{alias}.{ext}"));
+            replace(&d, |d| std::os::unix::fs::symlink(&name, d))?;
         }
     }
     let pc = format!(
@@ -298,11 +308,13 @@ fn install(prefix: &Path) -> Result<(), Box<dyn std::error::Error>> {
         prefix.display(),
         env!("CARGO_PKG_VERSION")
     );
-    std::fs::write(lib.join("pkgconfig/tiers-gaspi.pc"), &pc)?;
-    std::fs::write(
-        lib.join("pkgconfig/GPI2.pc"),
-        pc.replace("Name: tiers-gaspi", "Name: GPI2"),
-    )?;
+    for (name, text) in [
+        ("tiers-gaspi.pc", pc.clone()),
+        ("GPI2.pc", pc.replace("Name: tiers-gaspi", "Name: GPI2")),
+    ] {
+        let d = lib.join("pkgconfig").join(name);
+        std::fs::write(&d, text).map_err(|e| at(&d, e))?;
+    }
     eprintln!("installed tiers GASPI under {}", prefix.display());
     Ok(())
 }

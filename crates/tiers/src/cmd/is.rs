@@ -27,6 +27,9 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
     let class = Class::parse(&a.class)?;
     if let Some(p) = &a.report {
         // Refuse an unwritable report before the work starts.
+        if std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
+            return Err(format!("--report {} is a directory", p.display()).into());
+        }
         drop(tiers_cluster::RankFile::create(p)?);
     }
     let opts = Options {
@@ -50,7 +53,7 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
         verified &= rep.verified();
         if r == 0 {
             let text = report_text(&rep);
-            print!("{text}");
+            out!("{text}")?;
             if let Some(p) = &a.report {
                 let mut f = tiers_cluster::RankFile::create(p)?;
                 std::io::Write::write_all(&mut f, text.as_bytes())?;

@@ -134,7 +134,7 @@ fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
     if w.rank() != 0 {
         return Ok(());
     }
-    println!(
+    outln!(
         "md n={} steps={} dt={} ranks={} threads={} variant={:?} engine={}",
         o.n,
         o.steps,
@@ -143,21 +143,21 @@ fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
         a.threads,
         a.variant,
         w.engine_name()
-    );
-    println!(
+    )?;
+    outln!(
         "total_s {:.6} wait_s {:.6} comp_s {:.6} steps_per_s {:.2} (max over ranks)",
         tmax[0],
         tmax[1],
         tmax[2],
         o.steps as f64 / tmax[0].max(1e-12)
-    );
+    )?;
     if let (Some(path), Some(e0)) = (&a.energy, es.first()) {
         let e0 = e0.total();
         let drift = es
             .iter()
             .map(|e| ((e.total() - e0) / e0).abs())
             .fold(0.0, f64::max);
-        println!("energy: initial {e0:.10} largest relative drift {drift:.3e}");
+        outln!("energy: initial {e0:.10} largest relative drift {drift:.3e}")?;
         let mut s = String::from("step,kinetic,potential,total\n");
         for (k, e) in es.iter().enumerate() {
             let _ = writeln!(s, "{k},{},{},{}", e.kinetic, e.potential, e.total());

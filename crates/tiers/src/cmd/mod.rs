@@ -47,6 +47,31 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
+/// Writing to the standard output failed (a closed pipe, a full disk): what [`out!`] and
+/// [`outln!`] return instead of panicking.
+#[derive(Debug)]
+pub struct Stdout(pub std::io::Error);
+
+impl std::fmt::Display for Stdout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "writing to the standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for Stdout {}
+
+impl From<Stdout> for std::io::Error {
+    fn from(e: Stdout) -> std::io::Error {
+        e.0
+    }
+}
+
+impl From<Stdout> for String {
+    fn from(e: Stdout) -> String {
+        e.to_string()
+    }
+}
+
 /// Every command of `tiers`.
 #[derive(Subcommand)]
 pub enum Command {

@@ -94,7 +94,9 @@ fn patience(start: Instant) -> io::Result<()> {
 /// Serves measurements on `addr` until the measuring side closes its connection (one client,
 /// which must connect within [`PATIENCE`]).
 pub fn serve(addr: &str) -> io::Result<()> {
-    let l = TcpListener::bind(addr)?;
+    let l = TcpListener::bind(resolve(addr)?.as_slice()).map_err(|e| {
+        io::Error::new(e.kind(), format!("net-limit: cannot listen on {addr}: {e}"))
+    })?;
     l.set_nonblocking(true)?;
     // Before the connection comes: the window it offers is sized from these.
     tiers_cluster::engine::tcp::link_buffers(&l);
@@ -151,14 +153,23 @@ pub fn serve(addr: &str) -> io::Result<()> {
 /// µs, µs per message streamed one way).
 pub fn measure(addr: &str, max_bytes: usize, budget: usize) -> io::Result<Vec<(usize, f64, f64)>> {
     let start = Instant::now();
+    let to = resolve(addr)?;
     let mut s = loop {
-        match TcpStream::connect(addr) {
+        match TcpStream::connect(to.as_slice()) {
             Ok(s) => break s,
             // The server may not listen yet.
-            Err(_) if start.elapsed() < Duration::from_secs(30) => {
+            Err(e)
+                if e.kind() == io::ErrorKind::ConnectionRefused
+                    && start.elapsed() < Duration::from_secs(30) =>
+            {
                 std::thread::sleep(Duration::from_millis(20))
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("net-limit: cannot connect to {addr}: {e}"),
+                ))
+            }
         }
     };
     configure(&s)?;
@@ -195,6 +206,25 @@ pub fn measure(addr: &str, max_bytes: usize, budget: usize) -> io::Result<Vec<(u
     Ok(rows)
 }
 
+/// The addresses `addr` (`HOST:PORT`) names, or an error that names it.
+fn resolve(addr: &str) -> io::Result<Vec<std::net::SocketAddr>> {
+    use std::net::ToSocketAddrs as _;
+    let bad = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("net-limit: {addr:?} is not an address (HOST:PORT): {why}"),
+        )
+    };
+    let v: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    if v.is_empty() {
+        return Err(bad("it names no address".into()));
+    }
+    Ok(v)
+}
+
 /// The largest message either side handles (the server refuses larger requests).
 const MAX_BYTES: usize = 1 << 30;
 
@@ -209,9 +239,10 @@ pub fn run(serve_on: Option<&str>, to: Option<&str>, max_bytes: usize) -> io::Re
     match (serve_on, to) {
         (Some(a), None) => serve(a),
         (None, Some(a)) => {
-            println!("# net-limit: TCP to {a}, TCP_NODELAY; bytes, half the shortest round trip (us; both sides poll the socket), us per message streamed one way");
+            resolve(a)?;
+            outln!("# net-limit: TCP to {a}, TCP_NODELAY; bytes, half the shortest round trip (us; both sides poll the socket), us per message streamed one way")?;
             for (size, half, per) in measure(a, max_bytes, 1 << 22)? {
-                println!("net-limit {size} {half:.3} {per:.3}");
+                outln!("net-limit {size} {half:.3} {per:.3}")?;
             }
             Ok(())
         }

@@ -6,7 +6,7 @@
 //! clusters against them; with real data (e.g. the 2400 fungal sequences) and SPIDAL's outputs
 //! it reports the agreement with those.
 
-use super::apps::write_text;
+use super::apps::{read_text, write_text};
 use super::outputs::Output;
 use crate::plot;
 use clap::Args;
@@ -90,44 +90,66 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
             eprintln!("[pipeline] {msg}");
         }
     };
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    check_outputs(a)?;
+    // Every flag and input is checked before anything is written under --out, so that a
+    // mistyped option cannot leave an earlier run's outputs half replaced.
+    let metric = distance::Metric::parse(&a.metric)?;
+    if !(a.power.is_finite() && a.power > 0.0) {
+        return Err(format!("--power {}: must be a positive number", a.power).into());
+    }
+    if a.max_clusters == 0 {
+        return Err("--max-clusters must be at least 1".into());
+    }
+    let spec = a.input.is_none().then(|| alu::AluSpec {
+        n: a.n,
+        ..Default::default()
+    });
+    if let Some(spec) = &spec {
+        spec.validate()?;
+    }
+    let reference_clusters = match &a.reference_clusters {
+        Some(p) => Some(clustering::parse_labels(
+            &read_text(p)?,
+            &p.display().to_string(),
+        )?),
+        None => None,
+    };
+    let reference_points = match &a.reference_points {
+        Some(p) => Some(mds::parse_points(&read_text(p)?, 3, &p.display().to_string())?.0),
+        None => None,
+    };
     let mut builder = tiers_node::Pool::builder();
     if let Some(t) = a.threads {
+        if t == 0 || t > super::fft2d::MAX_THREADS {
+            return Err(format!(
+                "--threads {t} is out of range 1..={}",
+                super::fft2d::MAX_THREADS
+            )
+            .into());
+        }
         builder = builder.threads(t);
     }
-    let pool = builder.build()?;
-    say(format!(
-        "{} rank(s) x {} worker thread(s) (rank 0 on cpus {:?})",
-        w.size(),
-        pool.threads(),
-        pool.cpus()
-    ));
 
     // 1. Sequences (every rank makes or reads the same ones).
-    let (records, planted) = match &a.input {
-        Some(p) => (fasta::read(p)?, None),
-        None => {
-            let spec = alu::AluSpec {
-                n: a.n,
-                ..Default::default()
-            };
-            let seqs = alu::generate(&spec);
+    let (records, planted) = match (&a.input, &spec) {
+        (Some(p), _) => (fasta::read(p)?, None),
+        (None, Some(spec)) => {
+            let seqs = alu::generate(spec);
             let fams: Vec<(usize, usize)> = seqs.iter().map(|s| (s.family, s.subfamily)).collect();
             let recs: Vec<_> = seqs.into_iter().map(|s| s.record).collect();
-            if root {
-                write_text(&a.out.join("sequences.fasta"), &fasta::format(&recs))?;
-            }
             (recs, Some(fams))
         }
+        (None, None) => unreachable!("a spec is made whenever there is no --input"),
     };
     let n = records.len();
     if n < 2 {
         return Err("the pipeline needs at least 2 sequences".into());
     }
-    say(format!("{n} sequences"));
-    let metric = distance::Metric::parse(&a.metric)?;
-    let seqs: Vec<&[u8]> = records.iter().map(|r| r.seq.as_slice()).collect();
+    // The distance matrix: N² f32 on one process, N²/p per rank of a job.
+    tiers_apps::limits::check_alloc(
+        "the distance matrix",
+        tiers_apps::limits::mul("sequences squared", n, n)? / w.size().max(1),
+        4,
+    )?;
     let mut copts = clustering::ClusterOptions {
         max_clusters: a.max_clusters,
         ..Default::default()
@@ -137,15 +159,39 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         copts.max_clusters = n;
     }
     copts.validate(n)?;
-    if !(a.power.is_finite() && a.power > 0.0) {
-        return Err(format!("--power {}: must be a positive number", a.power).into());
-    }
     let mopts = mds::MdsOptions {
         dims: 3,
         max_iter: 300,
         ..Default::default()
     };
     mopts.validate(n)?;
+    if let (Some(p), Some(r)) = (&a.reference_clusters, &reference_clusters) {
+        if r.len() != n {
+            return Err(format!("{}: {} labels for {n} sequences", p.display(), r.len()).into());
+        }
+    }
+    if let (Some(p), Some(r)) = (&a.reference_points, &reference_points) {
+        if r.len() != 3 * n {
+            return Err(
+                format!("{}: {} points for {n} sequences", p.display(), r.len() / 3).into(),
+            );
+        }
+    }
+
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    check_outputs(a)?;
+    let pool = builder.build()?;
+    say(format!(
+        "{} rank(s) x {} worker thread(s) (rank 0 on cpus {:?})",
+        w.size(),
+        pool.threads(),
+        pool.cpus()
+    ));
+    if root && planted.is_some() {
+        write_text(&a.out.join("sequences.fasta"), &fasta::format(&records))?;
+    }
+    say(format!("{n} sequences"));
+    let seqs: Vec<&[u8]> = records.iter().map(|r| r.seq.as_slice()).collect();
     let on_split = |e: &clustering::Event| {
         if let clustering::Event::Split { t, cluster, .. } = e {
             say(format!("cluster {cluster} splits at temperature {t:.4}"));
@@ -219,46 +265,24 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
             format!("the planted subfamilies (ARI {asub:.3})"),
             planted_labels,
         ));
-        println!(
+        outln!(
             "adjusted Rand index against the planted families: {af:.3}, subfamilies: {asub:.3}"
-        );
+        )?;
     }
-    if let Some(p) = &a.reference_clusters {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let r = clustering::parse_labels(&text, &p.display().to_string())?;
-        if r.len() != labels.len() {
-            return Err(format!(
-                "{}: {} labels for {} sequences",
-                p.display(),
-                r.len(),
-                labels.len()
-            )
-            .into());
-        }
+    if let (Some(p), Some(r)) = (&a.reference_clusters, reference_clusters) {
         let ari = compare::adjusted_rand_index(&labels, &r);
         summary["ari_vs_reference"] = json!(ari);
-        println!("adjusted Rand index against {}: {ari:.3}", p.display());
+        outln!("adjusted Rand index against {}: {ari:.3}", p.display())?;
         reference = Some((format!("the reference clusters (ARI {ari:.3})"), r));
     }
-    if let Some(p) = &a.reference_points {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let (r, _) = mds::parse_points(&text, 3, &p.display().to_string())?;
-        if r.len() != points.len() {
-            return Err(format!(
-                "{}: {} points for {} sequences",
-                p.display(),
-                r.len() / 3,
-                records.len()
-            )
-            .into());
-        }
-        let fit = compare::procrustes(&points, &r, 3);
+    if let (Some(p), Some(r)) = (&a.reference_points, &reference_points) {
+        let fit = compare::procrustes(&points, r, 3);
         summary["procrustes_disparity_vs_reference"] = json!(fit.disparity);
-        println!(
+        outln!(
             "Procrustes disparity against {}: {:.4}",
             p.display(),
             fit.disparity
-        );
+        )?;
     }
     // 6. Plot: the clusters found beside the labels they are compared with.
     let mut fig = plot::scatter::Scatter::new(
@@ -284,13 +308,13 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         &a.out.join("summary.json"),
         &serde_json::to_string_pretty(&summary)?,
     )?;
-    println!(
+    outln!(
         "{} sequences, {} clusters, MDS stress {stress:.4}; outputs in {} (clusters.txt, points.csv, mds.png, summary.json); {:.1} s",
         records.len(),
         k,
         a.out.display(),
         t_all.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 
@@ -346,7 +370,9 @@ fn alone(
         clustering::da_pwc(pool, &d, copts, on_split)
     } else {
         let mut p = d.clone();
-        p.data.iter_mut().for_each(|v| *v = v.powf(a.power as f32));
+        if let Some(v) = super::apps::raise(&mut p.data, a.power) {
+            return Err(super::apps::power_overflow(a.power, v));
+        }
         clustering::da_pwc(pool, &p, copts, on_split)
     };
     let t_clu = t.elapsed().as_secs_f64();
@@ -383,12 +409,7 @@ fn ranks(
     let t_dist = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut powered = block.clone();
-    if a.power != 1.0 {
-        powered
-            .data
-            .iter_mut()
-            .for_each(|v| *v = v.powf(a.power as f32));
-    }
+    super::apps::raise_rows(w, &mut powered.data, a.power)?;
     let delta = clustering::RankRows::new(w, powered, copts.max_clusters + 2)?;
     let c = clustering::da_pwc(pool, &delta, copts, on_split);
     delta.finish()?;

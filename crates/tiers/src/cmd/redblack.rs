@@ -670,7 +670,7 @@ fn one_rank(
         return Err(format!("--n {} is too small for {} ranks", a.n, w.size()));
     }
     if w.rank() == 0 {
-        println!(
+        outln!(
             "redblack3d n={} iters={} ranks={} ({:?}) threads={} engine={}",
             a.n,
             a.iters,
@@ -678,12 +678,18 @@ fn one_rank(
             d.procs(),
             a.threads,
             w.engine_name()
-        );
-        println!("ms per iteration, the maximum over ranks");
-        println!(
+        )?;
+        outln!("ms per iteration, the maximum over ranks")?;
+        outln!(
             "{:<14} {:>7} {:>10} {:>10} {:>10} {:>12} {:>12}",
-            "variant", "threads", "total", "wait", "comp", "residual", "max_error"
-        );
+            "variant",
+            "threads",
+            "total",
+            "wait",
+            "comp",
+            "residual",
+            "max_error"
+        )?;
     }
     let per = |x: f64| x * 1e3 / a.iters.max(1) as f64;
     for &v in variants {
@@ -708,7 +714,7 @@ fn one_rank(
             } else {
                 split.len().to_string()
             };
-            println!(
+            outln!(
                 "{:<14} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.4e} {:>12.4e}",
                 v.name(),
                 threads,
@@ -717,9 +723,9 @@ fn one_rank(
                 per(tm[2]),
                 res,
                 err
-            );
+            )?;
             if let Some(h) = digest {
-                println!("digest {} {h:016x}", v.name());
+                outln!("digest {} {h:016x}", v.name())?;
             }
         }
     }

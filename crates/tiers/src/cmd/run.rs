@@ -67,9 +67,11 @@ pub struct RunArgs {
 /// Parses a duration: a number of seconds, or a number with `ms`, `s`, `m` or `h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
+    // The unit is the trailing letters, so that a number in exponent form (1e3s) keeps its e.
+    let num = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = match &t[num.len()..] {
+        "" => "s",
+        u => u,
     };
     let v: f64 = num
         .trim()
@@ -88,7 +90,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Launches the job; an error naming every rank that failed.
 pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let grace = Duration::try_from_secs_f64(a.grace)
-        .map_err(|_| format!("--grace must be a number of seconds, not {}", a.grace))?;
+        .map_err(|_| format!("--grace must be a number of seconds, not {:?}", a.grace))?;
     if a.timeout.is_some_and(|t| t.is_zero()) {
         return Err("--timeout must be longer than zero (a job cannot start in no time)".into());
     }
@@ -190,8 +192,13 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("1e3s").unwrap(), Duration::from_secs(1000));
+        assert_eq!(parse_duration("2.5e1").unwrap(), Duration::from_secs(25));
         for bad in ["", "x", "-1", "1e300h", "NaN", "5 parsecs", "1d"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        // An exponent is a number, not a unit.
+        let e = parse_duration("1e300h").unwrap_err();
+        assert!(e.contains("not a duration a job can have"), "{e}");
     }
 }

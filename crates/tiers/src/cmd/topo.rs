@@ -34,9 +34,9 @@ pub fn run(a: TopoArgs) -> Result<(), Box<dyn std::error::Error>> {
         tiers_node::Topology::detect()
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        outln!("{}", serde_json::to_string_pretty(&t)?)?;
     } else {
-        print!("{}", t.report());
+        out!("{}", t.report())?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ pub(super) mod ranks;
 use super::{Ctx, Outcome};
 use serde_json::json;
 use std::error::Error;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tiers_bench::{compare, limit, progress, Candidate, Opts, Report};
 use tiers_cluster::{Notification, Op, SegId, Timeout, World};
 
@@ -349,6 +349,10 @@ pub(super) fn latency(w: &World, opts: &Opts) -> BenchResult {
     Ok(report)
 }
 
+/// The most samples [`sync_measure`] takes (when each is far shorter than the barrier around
+/// it, `min_time` would otherwise take long to fill).
+const MAX_SAMPLES: usize = 200;
+
 /// Runs `f(iters)` on every rank with iteration counts all ranks agree on; returns the median
 /// of the slowest rank's seconds per iteration.
 pub(super) fn sync_measure(
@@ -379,12 +383,11 @@ pub(super) fn sync_measure(
         }
         n *= if t < target / 100.0 { 10 } else { 2 };
     }
+    // Every rank must make the same number of calls: the loop ends on what the allreduce made
+    // common (the slowest rank's times, and their count), never on a rank's own clock.
     let mut samples = Vec::new();
     let mut spent = 0.0;
-    let start = Instant::now();
-    while samples.len() < 5
-        || (spent < min_time && start.elapsed() < Duration::from_secs_f64(20.0 * min_time))
-    {
+    while samples.len() < 5 || (spent < min_time && samples.len() < MAX_SAMPLES) {
         let t = time(n, &mut f)?;
         spent += t;
         samples.push(t / n as f64);

@@ -1,0 +1,437 @@
+//! Bad input as users type it: every command answers with a clear error and a nonzero exit,
+//! before any work and before any output is touched, and never with a panic. One test per
+//! kind of mistake, across the commands that share it.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tiers(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .args(args)
+        .env_remove("TIERS_RANK")
+        .output()
+        .expect("tiers runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Runs `tiers args`, which must fail with a message containing `want` and no panic.
+fn refused(args: &[&str], want: &str) -> String {
+    let (ok, _, err) = tiers(args);
+    assert!(!ok, "tiers {args:?} should fail");
+    assert!(!err.contains("panicked"), "tiers {args:?} panicked:\n{err}");
+    assert!(
+        err.contains(want),
+        "tiers {args:?}: {want:?} not in:\n{err}"
+    );
+    err
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("tiers-cli-bad-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn path(&self, f: &str) -> String {
+        self.0.join(f).display().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An N×N `<f4` `.npy` whose header is padded to `pad` bytes or more (version 2 when long).
+fn npy_f4(n: usize, data: &[f32], pad: usize) -> Vec<u8> {
+    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {n}), }}");
+    let mut h = dict.into_bytes();
+    let long = pad > 60_000;
+    let start = if long { 12 } else { 10 };
+    let total = (start + h.len() + 1).max(pad).div_ceil(64) * 64;
+    h.resize(total - start - 1, b' ');
+    h.push(b'\n');
+    let mut f = b"\x93NUMPY".to_vec();
+    if long {
+        f.extend_from_slice(&[2, 0]);
+        f.extend_from_slice(&(h.len() as u32).to_le_bytes());
+    } else {
+        f.extend_from_slice(&[1, 0]);
+        f.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    }
+    f.extend_from_slice(&h);
+    for v in data {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f
+}
+
+/// A symmetric N×N distance matrix (points on a line).
+fn line(n: usize) -> Vec<f32> {
+    (0..n * n)
+        .map(|k| ((k / n) as f32 - (k % n) as f32).abs())
+        .collect()
+}
+
+#[test]
+fn thread_counts_beyond_the_limits_are_errors_not_aborts() {
+    let d = Dir::new("threads");
+    let png = d.path("r.png");
+    for t in ["70000", "1000000000", "18446744073709551615"] {
+        refused(
+            &[
+                "render",
+                "--width",
+                "8",
+                "--height",
+                "8",
+                "--out",
+                &png,
+                "--threads",
+                t,
+            ],
+            "out of range",
+        );
+        refused(
+            &[
+                "pipeline",
+                "--n",
+                "10",
+                "--out",
+                &d.path("p"),
+                "--threads",
+                t,
+            ],
+            "out of range",
+        );
+    }
+    refused(
+        &[
+            "bench",
+            "private",
+            "--threads",
+            "1-18446744073709551615",
+            "--min-time",
+            "0.01",
+        ],
+        "bad count list",
+    );
+    refused(
+        &[
+            "bench",
+            "private",
+            "--threads",
+            "2000",
+            "--min-time",
+            "0.01",
+        ],
+        "more than 1024",
+    );
+}
+
+#[test]
+fn a_closed_or_full_standard_output_is_not_a_panic() {
+    // Full: an error that says so.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        for args in [&["topo"][..], &["bench", "list"][..]] {
+            let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+                .args(args)
+                .stdout(Stdio::from(full.try_clone().unwrap()))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert!(
+                err.contains("writing to the standard output"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // Closed (a reader that stopped, as `| head` does): a quiet, successful end.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
+        .arg("topo")
+        .stdout(Stdio::from(writer))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+}
+
+#[test]
+fn the_pipeline_checks_every_flag_before_it_writes() {
+    let d = Dir::new("pipeline");
+    let out = d.path("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let seqs = d.0.join("out/sequences.fasta");
+    std::fs::write(&seqs, ">earlier run\nACGT\n").unwrap();
+    let refs = d.path("ref.txt");
+    std::fs::write(&refs, "0\t1\n1\tx\n").unwrap();
+    for (extra, want) in [
+        (&["--metric", "bogus"][..], "bogus"),
+        (&["--power", "nan"][..], "--power"),
+        (&["--max-clusters", "0"][..], "--max-clusters"),
+        (&["--n", "0"][..], "at least 1"),
+        (&["--n", "18446744073709551615"][..], "overflow"),
+        (&["--reference-clusters", &refs][..], "ref.txt"),
+    ] {
+        let mut args = vec!["pipeline", "--out", &out];
+        if !extra.contains(&"--n") {
+            args.extend_from_slice(&["--n", "12"]);
+        }
+        args.extend_from_slice(extra);
+        refused(&args, want);
+        assert_eq!(
+            std::fs::read_to_string(&seqs).unwrap(),
+            ">earlier run\nACGT\n",
+            "{extra:?} touched the earlier outputs"
+        );
+    }
+}
+
+#[test]
+fn absurd_sizes_of_generated_data_are_refused_at_once() {
+    let d = Dir::new("alu");
+    let t = Instant::now();
+    for (flag, v) in [
+        ("--families", "100000000"),
+        ("--subfamilies", "18446744073709551615"),
+    ] {
+        refused(
+            &[
+                "data",
+                "alu",
+                "--n",
+                "10",
+                flag,
+                v,
+                "--out",
+                &d.path("x.fasta"),
+            ],
+            "families x subfamilies",
+        );
+    }
+    assert!(t.elapsed() < Duration::from_secs(20));
+    assert!(!d.0.join("x.fasta").exists());
+}
+
+#[test]
+fn reference_points_are_checked_before_the_output_is_written() {
+    let d = Dir::new("mdsref");
+    let m = d.path("m.npy");
+    std::fs::write(&m, npy_f4(4, &line(4), 0)).unwrap();
+    let out = d.path("p.txt");
+    for (text, want) in [
+        (
+            "0 nan 0 0\n1 0 0 0\n2 0 0 0\n3 0 0 0\n",
+            "not a finite number",
+        ),
+        ("0 0 0 0\n0 1 0 0\n2 0 0 0\n3 0 0 0\n", "point index"),
+    ] {
+        let r = d.path("ref.txt");
+        std::fs::write(&r, text).unwrap();
+        refused(
+            &["mds", &m, "--out", &out, "--reference", &r, "--quiet"],
+            want,
+        );
+        assert!(!std::path::Path::new(&out).exists());
+    }
+    refused(
+        &["mds", &m, "--out", &out, "--dims", "1000000"],
+        "more than 1024",
+    );
+}
+
+#[test]
+fn npy_headers_longer_than_64_kib_are_read() {
+    let d = Dir::new("npyhead");
+    let m = d.path("m.npy");
+    std::fs::write(&m, npy_f4(5, &line(5), 70_000)).unwrap();
+    let out = d.path("p.txt");
+    let (ok, _, err) = tiers(&["mds", &m, "--out", &out, "--quiet"]);
+    assert!(ok, "{err}");
+    // Under ranks too (each rank reads its rows by offset past the header).
+    let (ok, _, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        env!("CARGO_BIN_EXE_tiers"),
+        "mds",
+        &m,
+        "--out",
+        &d.path("q.txt"),
+        "--quiet",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        std::fs::read_to_string(d.path("q.txt")).unwrap()
+    );
+}
+
+#[test]
+fn matrices_across_ranks_are_judged_as_on_one_process() {
+    let d = Dir::new("ranks");
+    let tiers_bin = env!("CARGO_BIN_EXE_tiers");
+    let n = 6;
+    let mut asym = line(n);
+    asym[n - 1] += 0.5; // (0, 5) against (5, 0)
+    let a = d.path("asym.npy");
+    std::fs::write(&a, npy_f4(n, &asym, 0)).unwrap();
+    let z = d.path("zero.npy");
+    std::fs::write(&z, npy_f4(0, &[], 0)).unwrap();
+    for cmd in ["mds", "cluster"] {
+        let o = d.path(&format!("{cmd}.txt"));
+        refused(
+            &[
+                "run", "-n", "2", "--", tiers_bin, cmd, &a, "--out", &o, "--quiet",
+            ],
+            "not symmetric",
+        );
+        refused(
+            &[
+                "run", "-n", "2", "--", tiers_bin, cmd, &z, "--out", &o, "--quiet",
+            ],
+            "empty matrix",
+        );
+        refused(&[cmd, &z, "--out", &o, "--quiet"], "empty matrix");
+        // Symmetrized, the ranks compute what one process computes.
+        let one = d.path(&format!("{cmd}-1.txt"));
+        let two = d.path(&format!("{cmd}-2.txt"));
+        let (ok, _, err) = tiers(&[cmd, &a, "--out", &one, "--quiet", "--symmetrize"]);
+        assert!(ok, "{err}");
+        let (ok, _, err) = tiers(&[
+            "run",
+            "-n",
+            "2",
+            "--",
+            tiers_bin,
+            cmd,
+            &a,
+            "--out",
+            &two,
+            "--quiet",
+            "--symmetrize",
+        ]);
+        assert!(ok, "{err}");
+        assert_eq!(
+            std::fs::read(&one).unwrap(),
+            std::fs::read(&two).unwrap(),
+            "{cmd}"
+        );
+    }
+}
+
+#[test]
+fn a_power_that_overflows_the_distances_is_an_error() {
+    let d = Dir::new("power");
+    let m = d.path("m.npy");
+    std::fs::write(&m, npy_f4(5, &line(5), 0)).unwrap();
+    let o = d.path("c.txt");
+    refused(
+        &["cluster", &m, "--out", &o, "--power", "200", "--quiet"],
+        "--power 200",
+    );
+    refused(
+        &[
+            "run",
+            "-n",
+            "2",
+            "--",
+            env!("CARGO_BIN_EXE_tiers"),
+            "cluster",
+            &m,
+            "--out",
+            &o,
+            "--power",
+            "1e10",
+            "--quiet",
+        ],
+        "--power",
+    );
+    assert!(!std::path::Path::new(&o).exists());
+}
+
+#[test]
+fn outputs_and_runs_files_are_checked_before_the_work() {
+    let d = Dir::new("outs");
+    let fasta = d.path("s.fasta");
+    std::fs::write(&fasta, ">a\nACGTACGT\n>b\nACGTTCGT\n>c\nACGAACGT\n").unwrap();
+    let runs = d.path("runs.json");
+    std::fs::write(&runs, "garbage").unwrap();
+    let out = d.path("d.bin");
+    refused(
+        &["distances", &fasta, "--out", &out, "--runs", &runs],
+        "not a runs file",
+    );
+    assert!(
+        !std::path::Path::new(&out).exists(),
+        "the work ran before the runs file was read"
+    );
+    // A figure into a directory that does not exist: refused before the benchmark runs.
+    let t = Instant::now();
+    refused(
+        &[
+            "bench",
+            "private",
+            "--threads",
+            "1",
+            "--min-time",
+            "60",
+            "--plot",
+            "/nonexistent-dir/x.svg",
+        ],
+        "cannot write in its directory",
+    );
+    assert!(t.elapsed() < Duration::from_secs(30));
+    // A report that is a directory.
+    refused(
+        &["is", "--class", "S", "--report", &d.path("")],
+        "is a directory",
+    );
+}
+
+#[test]
+fn install_and_network_mistakes_name_the_path_or_address() {
+    let d = Dir::new("install");
+    let prefix = d.path("pfx");
+    std::fs::create_dir_all(&prefix).unwrap();
+    std::fs::File::create(d.0.join("pfx/include"))
+        .unwrap()
+        .write_all(b"a file, not a directory")
+        .unwrap();
+    let (ok, _, err) = tiers(&["gaspi", "install", "--prefix", &prefix]);
+    if !err.contains("is not built") {
+        assert!(!ok);
+        assert!(err.contains("include"), "{err}");
+        assert!(
+            !d.0.join("pfx/bin/tiers").exists(),
+            "a partial install was left"
+        );
+    }
+    let t = Instant::now();
+    refused(
+        &["gaspi", "net-limit", "--to", "garbage"],
+        "\"garbage\" is not an address",
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    refused(
+        &["run", "-n", "1", "--timeout", "1e300h", "--", "true"],
+        "not a duration a job can have",
+    );
+}
