@@ -106,17 +106,6 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
     if let Some(spec) = &spec {
         spec.validate()?;
     }
-    let reference_clusters = match &a.reference_clusters {
-        Some(p) => Some(clustering::parse_labels(
-            &read_text(p)?,
-            &p.display().to_string(),
-        )?),
-        None => None,
-    };
-    let reference_points = match &a.reference_points {
-        Some(p) => Some(mds::parse_points(&read_text(p)?, 3, &p.display().to_string())?.0),
-        None => None,
-    };
     let mut builder = tiers_node::Pool::builder();
     if let Some(t) = a.threads {
         if t == 0 || t > super::fft2d::MAX_THREADS {
@@ -128,7 +117,20 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         }
         builder = builder.threads(t);
     }
-
+    // No output may be an input (checked before any input is read).
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    check_outputs(a)?;
+    let reference_clusters = match &a.reference_clusters {
+        Some(p) => Some(clustering::parse_labels(
+            &read_text(p)?,
+            &p.display().to_string(),
+        )?),
+        None => None,
+    };
+    let reference_points = match &a.reference_points {
+        Some(p) => Some(mds::parse_points(&read_text(p)?, 3, &p.display().to_string())?.0),
+        None => None,
+    };
     // 1. Sequences (every rank makes or reads the same ones).
     let (records, planted) = match (&a.input, &spec) {
         (Some(p), _) => (fasta::read(p)?, None),
@@ -178,8 +180,6 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         }
     }
 
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    check_outputs(a)?;
     let pool = builder.build()?;
     say(format!(
         "{} rank(s) x {} worker thread(s) (rank 0 on cpus {:?})",
