@@ -259,22 +259,20 @@ pub(crate) struct Axes {
     pub x_names: Option<Vec<String>>,
 }
 
+/// The smallest and largest finite values of `vals`, if any.
+pub(crate) fn finite_bounds(vals: &[f64]) -> Option<(f64, f64)> {
+    let finite = || vals.iter().copied().filter(|v| v.is_finite());
+    let lo = finite().fold(f64::INFINITY, f64::min);
+    let hi = finite().fold(f64::NEG_INFINITY, f64::max);
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+}
+
 /// The range of `vals` for an axis: padded, from zero for non-negative linear values, log10
 /// where positive values span two decades or more. Returns (low, high, log).
 pub(crate) fn span(vals: &[f64], from_zero: bool) -> (f64, f64, bool) {
-    let lo = vals
-        .iter()
-        .cloned()
-        .filter(|v| v.is_finite())
-        .fold(f64::INFINITY, f64::min);
-    let hi = vals
-        .iter()
-        .cloned()
-        .filter(|v| v.is_finite())
-        .fold(f64::NEG_INFINITY, f64::max);
-    if !(lo.is_finite() && hi.is_finite()) {
+    let Some((lo, hi)) = finite_bounds(vals) else {
         return (0.0, 1.0, false);
-    }
+    };
     if lo > 0.0 && hi / lo >= 100.0 {
         let (a, b) = (lo.log10(), hi.log10());
         let pad = (b - a) * 0.06;

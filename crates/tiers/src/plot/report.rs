@@ -744,19 +744,9 @@ impl ReportFigure {
 
 /// The y range over every panel: (low, high, log), or why the values cannot share an axis.
 fn y_range(vals: &[f64]) -> Result<(f64, f64, bool)> {
-    let lo = vals
-        .iter()
-        .cloned()
-        .filter(|v| v.is_finite())
-        .fold(f64::INFINITY, f64::min);
-    let hi = vals
-        .iter()
-        .cloned()
-        .filter(|v| v.is_finite())
-        .fold(f64::NEG_INFINITY, f64::max);
-    if !(lo.is_finite() && hi.is_finite()) {
+    let Some((lo, hi)) = super::finite_bounds(vals) else {
         return Ok((0.0, 1.0, false));
-    }
+    };
     // From a factor of 30 on, the small values would be a flat line at the bottom.
     if lo > 0.0 && hi / lo >= 30.0 {
         let (a, b) = (lo.log10(), hi.log10());
