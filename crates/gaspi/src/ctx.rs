@@ -88,15 +88,24 @@ pub fn err(e: Error) -> i32 {
 const POLL_NAP_MAX: Duration = Duration::from_micros(50);
 
 /// Polls `cond` until it holds or `timeout` runs out: spins, then yields, then sleeps.
-pub fn poll(timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
-    let start = Instant::now();
+pub fn poll(timeout: gaspi_timeout_t, cond: impl FnMut() -> R<bool>) -> R<()> {
     // A GASPI program polls for latency first (GPI-2 never stops spinning): spin for the
     // cluster tier's spin time, then yield, then nap, at most `POLL_NAP_MAX` at a time, so
     // that a wait for a large transfer (a 1 MiB write takes about 50 µs) overshoots by little.
+    poll_napping(timeout, POLL_NAP_MAX, cond)
+}
+
+/// [`poll`] with naps of at most `nap_max`.
+fn poll_napping(
+    timeout: gaspi_timeout_t,
+    nap_max: Duration,
+    mut cond: impl FnMut() -> R<bool>,
+) -> R<()> {
+    let start = Instant::now();
     let mut backoff = tiers_node::Backoff::new()
         .spin_limit(0)
         .spin_for(tiers_node::Backoff::SPIN_TIME)
-        .with_sleep(tiers_node::Backoff::SLEEP_MIN, POLL_NAP_MAX);
+        .with_sleep(tiers_node::Backoff::SLEEP_MIN, nap_max);
     loop {
         if cond()? {
             return Ok(());
@@ -656,23 +665,19 @@ impl Ctx {
         m: &'a Mutex<T>,
         timeout: gaspi_timeout_t,
     ) -> R<MutexGuard<'a, T>> {
-        let start = Instant::now();
-        let mut backoff = tiers_node::Backoff::new()
-            .spin_limit(0)
-            .spin_for(tiers_node::Backoff::SPIN_TIME)
-            .with_sleep(tiers_node::Backoff::SLEEP_MIN, LOCK_NAP_MAX);
-        loop {
-            match m.try_lock() {
-                Ok(g) => return Ok(g),
-                Err(TryLockError::Poisoned(e)) => return Ok(e.into_inner()),
-                Err(TryLockError::WouldBlock) => {}
+        let mut got = None;
+        poll_napping(timeout, LOCK_NAP_MAX, || {
+            got = match m.try_lock() {
+                Ok(g) => Some(g),
+                Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            if got.is_none() {
+                self.check_stop()?;
             }
-            self.check_stop()?;
-            if time_left(timeout, start) == GASPI_TEST {
-                return Err(GASPI_TIMEOUT);
-            }
-            backoff.snooze();
-        }
+            Ok(got.is_some())
+        })?;
+        got.ok_or(GASPI_TIMEOUT)
     }
 }
 
