@@ -201,6 +201,21 @@ impl MpiSeg {
     fn disp(&self, rank: Rank, off: usize) -> usize {
         self.pads.get(rank).copied().unwrap_or(0) + off
     }
+
+    /// The operation that stores a notification into this segment, where its memory is
+    /// MPI's: `MPI_REPLACE` (an accumulate), so that the owner's reset, an `MPI_Fetch_and_op`,
+    /// is atomic with it. On memory MPI allocated Open MPI applies a put from the origin with
+    /// `memcpy`, which stores a 4-byte value twice (glibc copies 4 to 7 bytes as two
+    /// overlapping words): an owner's reset between the two stores saw the notification,
+    /// zeroed it, and then saw it again (a ping-pong desynchronised about once in 50,000
+    /// round trips, and hung). `None`: a put, the owner's reset a processor swap.
+    fn notify_op(&self) -> Option<raw::MpiOp> {
+        if self.pads.is_empty() {
+            None
+        } else {
+            raw::op_replace()
+        }
+    }
 }
 
 // SAFETY: `data` points into a mapping kept alive by `_keep`; it is only used for bounds-checked
@@ -633,11 +648,30 @@ impl MpiEngine {
         let disp = s.disp(rank, std::mem::offset_of!(SegHeader, notif) + id * 4);
         // SAFETY: the value lives in the queue until the queue's wait has flushed this target;
         // the displacement lies in the target's header (id < NOTIFICATIONS, checked by World).
-        let req = unsafe { s.win.rput(&*v as *const u32 as *const u8, 4, rank, disp)? };
+        let req = unsafe {
+            match s.notify_op() {
+                Some(op) => s.win.raccumulate_u32(&*v, rank, disp, op)?,
+                None => s.win.rput(&*v as *const u32 as *const u8, 4, rank, disp)?,
+            }
+        };
         self.post(queue, seg, rank, Some(req), Some(v), false);
         // A notification must arrive without a queue wait at the origin (the target may be
         // waiting for it while the origin waits for something else): push it out now.
         s.win.flush_local(rank)
+    }
+
+    /// This rank's segment `seg` and the operation its notifications are stored with, where
+    /// they travel through MPI into memory MPI allocated ([`MpiSeg::notify_op`]): then this
+    /// rank's own notifications and resets of that segment go through MPI too. Only where
+    /// every rank is alone on its host (the one case in which MPI allocates), so the host's
+    /// other ranks never store into it directly.
+    fn notified_through_mpi(&self, seg: u32) -> Option<(Arc<MpiSeg>, raw::MpiOp)> {
+        if !self.allocate || self.hosts == 1 || self.am.is_some() {
+            return None;
+        }
+        let s = self.seg(seg, self.rank).ok()?;
+        let op = s.notify_op()?;
+        Some((s, op))
     }
 
     /// The notification header of this rank's segment `seg` (valid while the keep-alive lives).
@@ -875,7 +909,10 @@ impl Engine for MpiEngine {
     }
 
     fn notify(&self, queue: usize, rank: Rank, seg: u32, id: usize, value: u32) -> Result<()> {
-        match self.local(rank) {
+        match self
+            .local(rank)
+            .filter(|_| self.notified_through_mpi(seg).is_none())
+        {
             Some(i) => self
                 .host
                 .notify(queue, i, seg, id, value)
@@ -886,6 +923,12 @@ impl Engine for MpiEngine {
 
     fn write_notify(&self, queue: usize, t: &Transfer, id: usize, value: u32) -> Result<()> {
         if let Some(i) = self.local(t.remote.rank) {
+            if self.notified_through_mpi(t.remote.seg.0).is_some() {
+                // This rank itself, on memory MPI allocated: the data by copy, the
+                // notification as every other rank's.
+                self.write(queue, t)?;
+                return self.notify_remote(queue, t.remote.rank, t.remote.seg.0, id, value);
+            }
             return self
                 .host
                 .write_notify(queue, &t.with_rank(i), id, value)
@@ -950,6 +993,10 @@ impl Engine for MpiEngine {
     }
 
     fn notify_reset(&self, seg: u32, id: usize) -> Result<u32> {
+        if let Some((s, op)) = self.notified_through_mpi(seg) {
+            let disp = s.disp(self.rank, std::mem::offset_of!(SegHeader, notif) + id * 4);
+            return s.win.fetch_op_u32(self.rank, disp, 0, op);
+        }
         self.host.notify_reset(seg, id).map_err(|e| self.lift(e))
     }
 

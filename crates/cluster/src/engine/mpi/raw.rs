@@ -218,6 +218,10 @@ pub(crate) fn dt_u8() -> Datatype {
     // SAFETY: constant read.
     unsafe { ffi::RSMPI_UINT8_T }
 }
+pub(crate) fn dt_u32() -> Datatype {
+    // SAFETY: constant read.
+    unsafe { ffi::RSMPI_UINT32_T }
+}
 pub(crate) fn dt_u64() -> Datatype {
     // SAFETY: constant read.
     unsafe { ffi::RSMPI_UINT64_T }
@@ -457,6 +461,17 @@ fn open_mpi_symbol(name: &'static std::ffi::CStr, cache: &std::sync::OnceLock<us
         // SAFETY: dlsym with a NUL-terminated name looks a symbol up in the loaded objects.
         unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
     })
+}
+
+/// `MPI_REPLACE`, where this MPI is Open MPI (rsmpi's shim does not export it; Open MPI's
+/// handle is the address of its predefined object).
+pub(crate) fn op_replace() -> Option<MpiOp> {
+    static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let f = open_mpi_symbol(c"ompi_mpi_op_replace", &F);
+    const _: () = assert!(std::mem::size_of::<MpiOp>() <= std::mem::size_of::<usize>());
+    // SAFETY: where present, Open MPI's `MPI_Op` is a pointer to that object (its mpi.h
+    // defines `MPI_REPLACE` as `&ompi_mpi_op_replace`), which lives as long as libmpi.
+    (f != 0).then(|| unsafe { std::mem::transmute_copy::<usize, MpiOp>(&f) })
 }
 
 /// Whether this MPI is Open MPI (its progress engine's functions are loaded).
@@ -715,6 +730,60 @@ impl Win {
                 r,
             )
         })
+    }
+
+    /// `MPI_Raccumulate` of one `u32` with `op` (MPI_REPLACE: an atomic store with respect
+    /// to MPI's other accumulate operations on the word); the request completes when `src`
+    /// may be reused.
+    ///
+    /// # Safety
+    /// `src` must stay valid and unchanged until the request completes; `disp + 4` must lie
+    /// inside the target's window.
+    pub(crate) unsafe fn raccumulate_u32(
+        &self,
+        src: *const u32,
+        rank: usize,
+        disp: usize,
+        op: MpiOp,
+    ) -> Result<Req> {
+        let dt = dt_u32();
+        // SAFETY: the caller's contract.
+        start("MPI_Raccumulate", |r| unsafe {
+            ffi::MPI_Raccumulate(
+                src as *const c_void,
+                1,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                1,
+                dt,
+                op,
+                self.0,
+                r,
+            )
+        })
+    }
+
+    /// `MPI_Fetch_and_op` of one `u32` with `op` (MPI_REPLACE: an atomic swap with respect to
+    /// MPI's accumulate operations) plus flush: returns the old value.
+    pub(crate) fn fetch_op_u32(&self, rank: usize, disp: usize, v: u32, op: MpiOp) -> Result<u32> {
+        let mut old = 0u32;
+        let dt = dt_u32();
+        // SAFETY: origin/result are valid u32s in this frame, completed by the flush below
+        // before they go out of scope; the caller checked disp.
+        call("MPI_Fetch_and_op", || unsafe {
+            ffi::MPI_Fetch_and_op(
+                &v as *const u32 as *const c_void,
+                &mut old as *mut u32 as *mut c_void,
+                dt,
+                rank as c_int,
+                disp as ffi::MPI_Aint,
+                op,
+                self.0,
+            )
+        })?;
+        self.flush(rank)?;
+        Ok(old)
     }
 
     /// `MPI_Rget`: the request completes when the data is in `dst`.
