@@ -767,14 +767,27 @@ impl Win {
     /// `MPI_Fetch_and_op` of one `u32` with `op` (MPI_REPLACE: an atomic swap with respect to
     /// MPI's accumulate operations) plus flush: returns the old value.
     pub(crate) fn fetch_op_u32(&self, rank: usize, disp: usize, v: u32, op: MpiOp) -> Result<u32> {
-        let mut old = 0u32;
-        let dt = dt_u32();
-        // SAFETY: origin/result are valid u32s in this frame, completed by the flush below
-        // before they go out of scope; the caller checked disp.
+        self.fetch_op(rank, disp, v, dt_u32(), op)
+    }
+
+    /// `MPI_Fetch_and_op` of one `T` (whose MPI type is `dt`) with `op`, plus flush: returns
+    /// the old value.
+    fn fetch_op<T: Copy + Default>(
+        &self,
+        rank: usize,
+        disp: usize,
+        v: T,
+        dt: Datatype,
+        op: MpiOp,
+    ) -> Result<T> {
+        let mut old = T::default();
+        // SAFETY: origin/result are valid `T`s in this frame, completed by the flush below
+        // before they go out of scope; `dt` is `T`'s type (the callers above); the caller
+        // checked disp.
         call("MPI_Fetch_and_op", || unsafe {
             ffi::MPI_Fetch_and_op(
-                &v as *const u32 as *const c_void,
-                &mut old as *mut u32 as *mut c_void,
+                &v as *const T as *const c_void,
+                &mut old as *mut T as *mut c_void,
                 dt,
                 rank as c_int,
                 disp as ffi::MPI_Aint,
@@ -838,23 +851,7 @@ impl Win {
 
     /// `MPI_Fetch_and_op(MPI_SUM)` on a `u64` plus flush: returns the old value.
     pub(crate) fn fetch_add(&self, rank: usize, disp: usize, v: u64) -> Result<u64> {
-        let mut old = 0u64;
-        let (dt, sum) = (dt_u64(), op(crate::Op::Sum));
-        // SAFETY: origin/result are valid u64s in this frame, completed by the flush below
-        // before they go out of scope; the caller checked disp.
-        call("MPI_Fetch_and_op", || unsafe {
-            ffi::MPI_Fetch_and_op(
-                &v as *const u64 as *const c_void,
-                &mut old as *mut u64 as *mut c_void,
-                dt,
-                rank as c_int,
-                disp as ffi::MPI_Aint,
-                sum,
-                self.0,
-            )
-        })?;
-        self.flush(rank)?;
-        Ok(old)
+        self.fetch_op(rank, disp, v, dt_u64(), op(crate::Op::Sum))
     }
 
     /// `MPI_Compare_and_swap` on a `u64` plus flush: returns the old value.
