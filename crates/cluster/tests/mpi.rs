@@ -48,6 +48,7 @@ fn mpi_child() {
             common::threads::threads(&w, 4, 30);
         }
         "notify_values" => notify_values(&w, 20_000),
+        "fences" => fences(&w),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -96,6 +97,54 @@ fn notify_values(w: &World, rounds: u32) {
         }
     }
     w.barrier(Timeout::Block).expect("barrier");
+}
+
+/// Two ranks, each its own host, in the messages mode, where a rank answers the other's
+/// fence (the remote completion of a full wait) only while it polls. First a full wait whose
+/// target computes (does not poll) must end at its timeout, and the wait resumed must then
+/// complete with the write applied. Then a full wait whose target has gone on to end its
+/// world (whose windows' `MPI_Win_free` does not poll) must still complete: the target
+/// answers it before it frees them (this hung before ending a world began with a barrier).
+fn fences(w: &World) {
+    use tiers_cluster::{SegId, Timeout};
+    let seg = w.segment(SegId(0), 4096).expect("segment");
+    let q = w.queue(0).expect("queue");
+    let me = w.rank();
+    let peer = 1 - me;
+    seg.write(0, &[me as u8 + 1; 8]).expect("source");
+    w.barrier(Timeout::Block).expect("barrier");
+    if me == 0 {
+        // Computes, answering nobody, while rank 1 waits for its write.
+        std::thread::sleep(Duration::from_millis(1500));
+    } else {
+        q.write(SegId(0).at(0), SegId(0).on(peer, 64), 8)
+            .expect("write");
+        let t0 = Instant::now();
+        let r = q.wait(Timeout::After(Duration::from_millis(200)));
+        assert!(
+            matches!(r, Err(tiers_cluster::Error::Timeout)),
+            "a fence to a rank that does not poll: {r:?}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_millis(1200),
+            "the wait ended {:?} after a timeout of 200 ms",
+            t0.elapsed()
+        );
+        q.wait(Timeout::Block).expect("the wait resumed");
+    }
+    w.barrier(Timeout::Block).expect("barrier");
+    if me == 0 {
+        let mut got = [0u8; 8];
+        seg.read(64, &mut got).expect("read");
+        assert_eq!(got, [2u8; 8], "rank 1's write, complete at its wait");
+    }
+    // Each writes to the other; rank 1 waits and ends its world while rank 0 still computes.
+    q.write(SegId(0).at(0), SegId(0).on(peer, 128), 8)
+        .expect("write");
+    if me == 0 {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    q.wait(Timeout::Block).expect("wait");
 }
 
 /// Notifications per turn of [`notify_values`].
@@ -542,6 +591,29 @@ fn notifications_are_taken_once_under_mpirun() {
             false,
             "notify_values",
             &[("TIERS_MPI_ALLOCATE", "1")]
+        ),
+        "a rank failed"
+    );
+}
+
+/// Fences between ranks of the messages mode end at their timeout, and a rank ending its
+/// world answers the fences still waiting for it (scenario `fences`).
+#[test]
+fn fences_end_at_their_timeout_and_at_the_end_of_a_world() {
+    if engine::launched() {
+        return;
+    }
+    let Some(m) = mpirun() else {
+        eprintln!("mpirun is not installed: the fence test was not run");
+        return;
+    };
+    assert!(
+        run_scenario(
+            &m,
+            2,
+            false,
+            "fences",
+            &[("TIERS_MPI_ONESIDED", "messages")]
         ),
         "a rank failed"
     );

@@ -200,6 +200,17 @@ struct Rx {
     incoming: HashMap<Rank, Incoming>,
     /// Answers on their way, with what they are sent from.
     answers: Vec<(Req, Answer)>,
+    /// Fences this rank gave up waiting for, until their requests complete.
+    abandoned: Vec<Abandoned>,
+}
+
+/// A fence whose wait timed out: its requests, and the buffers they read and write.
+struct Abandoned {
+    reqs: Vec<Req>,
+    // The receives write into each box (as posted by `am_fence`).
+    #[allow(clippy::vec_box)]
+    _answers: Vec<Box<u64>>,
+    _msg: Vec<u8>,
 }
 
 enum Answer {
@@ -412,8 +423,11 @@ impl MpiEngine {
     }
 
     /// Remote completion: returns once every target of `ranks` has applied what this rank
-    /// sent it before (fences to all of them at once, then the answers).
-    pub(super) fn am_fence(&self, ranks: &HashSet<Rank>) -> Result<()> {
+    /// sent it before (fences to all of them at once, then the answers), or `Err(Timeout)` at
+    /// `deadline`, when a target has not answered (it answers only while it polls). A fence
+    /// given up on stays posted ([`Rx::abandoned`]): its answer, when it comes, is the first
+    /// on its target's reply stream and must land in the receive posted for it.
+    pub(super) fn am_fence(&self, ranks: &HashSet<Rank>, deadline: Deadline) -> Result<()> {
         if ranks.is_empty() {
             return Ok(());
         }
@@ -438,7 +452,7 @@ impl MpiEngine {
                 reqs.push(unsafe { am.send_op(&msg, r)? });
             }
         }
-        self.am_until(Deadline::Never, || {
+        let r = self.am_until(deadline, || {
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -448,7 +462,16 @@ impl MpiEngine {
                 }
             }
             Ok(reqs.is_empty())
-        })
+        });
+        if r.is_err() && !reqs.is_empty() {
+            let mut rx = am.rx.lock().unwrap_or_else(|e| e.into_inner());
+            rx.abandoned.push(Abandoned {
+                reqs,
+                _answers: answers,
+                _msg: msg,
+            });
+        }
+        r
     }
 
     /// [`wait::until`] that applies what arrives meanwhile: a rank waiting for its own
@@ -475,6 +498,10 @@ impl MpiEngine {
         };
         let mut found = false;
         rx.answers.retain_mut(|(r, _)| !r.test().unwrap_or(true));
+        rx.abandoned.retain_mut(|a| {
+            a.reqs.retain_mut(|r| !r.test().unwrap_or(true));
+            !a.reqs.is_empty()
+        });
         // Payloads being received, then what queued behind each.
         let busy: Vec<Rank> = rx.incoming.keys().copied().collect();
         for src in busy {

@@ -6,7 +6,7 @@
 use super::raw::Req;
 use super::MpiEngine;
 use crate::error::{Rank, Result};
-use crate::timeout::Timeout;
+use crate::timeout::{Deadline, Timeout};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
@@ -39,7 +39,7 @@ impl MpiEngine {
     /// more are flushed at once even so: MPI may deliver them after later small puts.
     pub(super) fn wait_queue(&self, queue: usize, timeout: Timeout, local: bool) -> Result<()> {
         if !local {
-            self.flush_deferred(None)?;
+            self.flush_deferred_until(None, timeout.deadline())?;
         }
         let mut q = self.queues[queue].lock().unwrap_or_else(|e| e.into_inner());
         if q.touched.is_empty() {
@@ -49,7 +49,8 @@ impl MpiEngine {
         // mode the target applies each source's operations in order, whatever their size.
         let local = local && (self.am.is_some() || !q.large);
         let reqs = &mut q.reqs;
-        self.am_until(timeout.deadline(), || {
+        let deadline = timeout.deadline();
+        self.am_until(deadline, || {
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -82,12 +83,12 @@ impl MpiEngine {
             }
             // Remote completion: a fence to every target of this queue and of earlier
             // local waits.
-            let mut ranks: HashSet<Rank> = touched.iter().map(|&(_, r)| r).collect();
+            let mut due = touched;
             let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-            ranks.extend(d.drain().map(|(_, r)| r));
+            due.extend(d.drain());
             self.any_deferred.store(false, Ordering::Release);
             drop(d);
-            return self.am_fence(&ranks);
+            return self.fence_due(due, deadline);
         }
         for &(seg, rank) in &touched {
             if let Ok(s) = self.seg(seg, rank) {
@@ -111,6 +112,16 @@ impl MpiEngine {
     /// Flushes the puts that `wait_local` left in flight (to `rank` only, or to every
     /// target): after this they are complete at their targets. Cheap when there are none.
     pub(super) fn flush_deferred(&self, rank: Option<Rank>) -> Result<()> {
+        self.flush_deferred_until(rank, Deadline::Never)
+    }
+
+    /// [`MpiEngine::flush_deferred`] within `deadline`: in the messages mode a target answers
+    /// the fence only while it polls. After `Err(Timeout)` the targets are still due.
+    pub(super) fn flush_deferred_until(
+        &self,
+        rank: Option<Rank>,
+        deadline: Deadline,
+    ) -> Result<()> {
         if !self.any_deferred.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -121,13 +132,12 @@ impl MpiEngine {
             .filter(|&(_, r)| rank.is_none_or(|x| x == r))
             .collect();
         if self.am.is_some() {
-            let ranks: HashSet<Rank> = due.iter().map(|&(_, r)| r).collect();
             for k in &due {
                 d.remove(k);
             }
             self.any_deferred.store(!d.is_empty(), Ordering::Release);
             drop(d);
-            return self.am_fence(&ranks);
+            return self.fence_due(due, deadline);
         }
         for &(seg, r) in &due {
             if let Ok(s) = self.seg(seg, r) {
@@ -137,6 +147,19 @@ impl MpiEngine {
         }
         self.any_deferred.store(!d.is_empty(), Ordering::Release);
         Ok(())
+    }
+
+    /// In the messages mode, a fence to the ranks of `due` (segment, rank): on a timeout
+    /// they stay due, so that the next full wait, resumed, fences them again.
+    fn fence_due(&self, due: Vec<(u32, Rank)>, deadline: Deadline) -> Result<()> {
+        let ranks: HashSet<Rank> = due.iter().map(|&(_, r)| r).collect();
+        let r = self.am_fence(&ranks, deadline);
+        if r.is_err() {
+            let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+            d.extend(due);
+            self.any_deferred.store(true, Ordering::Release);
+        }
+        r
     }
 
     /// Records what a messages-mode operation to `rank` left to complete.

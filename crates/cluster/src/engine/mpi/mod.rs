@@ -1117,6 +1117,21 @@ impl Drop for MpiEngine {
             return;
         }
         let s = std::mem::take(&mut *self.segs.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let windows = s.iter().any(|slot| matches!(slot, Slot::Ready(_)))
+            || !self
+                .retired
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty();
+        if windows && self.am.is_some() {
+            // In the messages mode a rank answers the others' fences only while it polls, and
+            // `MPI_Win_free` (collective) does not poll: a rank that went on to free its
+            // windows while another still waited for its answer to a fence (a segment's
+            // deletion, a full wait) hung both. A barrier that polls first: once every rank
+            // is in it, no fence is outstanding. Its error (a collective left pending after a
+            // timeout) leaves the windows to be freed as before.
+            let _ = Engine::barrier(self, Timeout::Block);
+        }
         for slot in s {
             if let Slot::Ready(m) = slot {
                 if let Ok(m) = Arc::try_unwrap(m) {
