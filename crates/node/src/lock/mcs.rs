@@ -15,13 +15,16 @@ use core::ptr;
 /// How many MCS locks one thread may hold at the same time.
 pub const MAX_HELD: usize = 8;
 
-/// How a waiter waits for its flag (and a releasing holder for its successor's link): pauses
-/// doubling to 2^8 hints, then yields for as long as it takes. The flag is in the waiter's own
-/// cache line, so looking costs the holder nothing and the longer top pause (than
-/// [`Backoff::SPIN_LIMIT`]) only spares a sibling hyperthread; the lock's value since it was
-/// written, not re-measured. Never a sleep: nobody would wake the waiter, and in a FIFO queue
-/// a waiter that naps through its turn holds up every waiter behind it.
-const WAIT: Backoff = Backoff::new().spin_limit(8).never_sleep();
+/// How a waiter waits for its flag (and a releasing holder for its successor's link): a look
+/// after every spin-loop hint, 1024 times (about 5 µs at 10 cycles a hint, 70 µs at 140), then
+/// yields for as long as it takes. The flag is in the waiter's own cache line, so a look costs
+/// the holder nothing: there is no reason to look ever more rarely, as a wait on a shared word
+/// must, and every doubled pause is time the waiter sits on a flag already cleared. (With
+/// pauses doubling to 2^8 hints a hand-over took 1.5 µs at 4 threads of a 16-core machine,
+/// against 187 ns for the ticket lock, and 230-260 ns at 2 threads of a 2-core one.) Never a
+/// sleep: nobody would wake the waiter, and in a FIFO queue a waiter that naps through its
+/// turn holds up every waiter behind it.
+const WAIT: Backoff = Backoff::new().spin_limit(0).spin_steps(1024).never_sleep();
 
 struct Node {
     next: AtomicPtr<Node>,
