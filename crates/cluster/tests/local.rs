@@ -185,3 +185,38 @@ fn sending_to_a_stopped_worker_ends_with_an_error() {
         other => panic!("expected the failure, got {other:?}"),
     }
 }
+
+/// Worlds of more than 8 ranks arrive at barrier-based collectives through a combining tree
+/// (groups of about √n ranks): every behaviour in one world of 9 and of 16 ranks (groups of 3,
+/// and of 4 whole groups), mismatches and resumed timeouts included, and many barriers in a
+/// row that no rank may leave before every rank has arrived.
+#[test]
+fn many_ranks_meet_at_the_combining_barrier() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for n in [9, 16] {
+        run_local(n, |w| {
+            for (name, f) in common::ALL {
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
+                    eprintln!("{name} failed on {n} ranks");
+                    std::panic::resume_unwind(p);
+                }
+            }
+        })
+        .unwrap();
+        let arrived = AtomicUsize::new(0);
+        run_local(n, |w| {
+            for i in 0..300 {
+                arrived.fetch_add(1, Ordering::SeqCst);
+                w.barrier(Timeout::Block).unwrap();
+                let seen = arrived.load(Ordering::SeqCst);
+                assert!(
+                    seen >= n * (i + 1),
+                    "rank {} left barrier {i} of {n} ranks having seen {seen} arrivals",
+                    w.rank()
+                );
+                w.barrier(Timeout::Block).unwrap();
+            }
+        })
+        .unwrap();
+    }
+}

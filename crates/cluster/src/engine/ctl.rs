@@ -110,6 +110,10 @@ pub struct RankCtl {
     pub reduce: [UnsafeCell<[u8; REDUCE_CHUNK]>; 2],
     pub fast: [FastSlot; 2],
     pub calls: Calls,
+    /// Where this rank leads a group of the combining barrier (`mem.rs`, worlds above
+    /// `COMBINE_MIN` ranks): the arrivals of its group, counted as `Header.barrier_count`
+    /// counts the groups' (low [`COUNT_BITS`] arrivals, above them the sum of their digests).
+    pub group_count: Line64,
 }
 
 /// The notification area at the start of every segment mapping.

@@ -22,6 +22,13 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+/// Worlds of more ranks than this arrive at the barrier through a combining tree
+/// ([`MemEngine::combine`]); smaller ones at the one counter (fewer steps).
+const COMBINE_MIN: usize = 8;
+
+/// The arrivals bits of a barrier counter.
+const COUNT_MASK: u64 = (1 << ctl::COUNT_BITS) - 1;
+
 mod fast_reduce;
 mod tolerant;
 
@@ -476,13 +483,17 @@ impl<B: Backing> MemEngine<B> {
             None => {
                 let g = h.barrier_gen.v.load(Ordering::Acquire);
                 let d = Collective::digest(call);
-                let prev = h
-                    .barrier_count
-                    .v
-                    .fetch_add(1 | d << ctl::COUNT_BITS, Ordering::AcqRel);
-                if (prev & ((1 << ctl::COUNT_BITS) - 1)) + 1 == self.size as u64 {
+                let mine = 1 | d << ctl::COUNT_BITS;
+                // The arrivals this rank brings to the root counter: its own, or, in a world
+                // of more than COMBINE_MIN ranks, its group's when it is the group's last.
+                let Some(add) = self.combine(mine) else {
+                    return self.wait_barrier(c, g, call, timeout);
+                };
+                let prev = h.barrier_count.v.fetch_add(add, Ordering::AcqRel);
+                if (prev & COUNT_MASK) + (add & COUNT_MASK) == self.size as u64 {
                     h.barrier_count.v.store(0, Ordering::Relaxed);
-                    let agree = (prev >> ctl::COUNT_BITS) + d == d * self.size as u64;
+                    let agree = (prev >> ctl::COUNT_BITS) + (add >> ctl::COUNT_BITS)
+                        == d * self.size as u64;
                     ring_by(&h.barrier_gen, if agree { 1 } else { 2 });
                     return if agree {
                         Ok(())
@@ -493,6 +504,37 @@ impl<B: Backing> MemEngine<B> {
                 g
             }
         };
+        self.wait_barrier(c, g, call, timeout)
+    }
+
+    /// In a world of more than [`COMBINE_MIN`] ranks, a combining tree of two levels: ranks
+    /// arrive at their group's counter (groups of about √size consecutive ranks, the counter in
+    /// the group's first rank's block), and the last arrival of each group carries the
+    /// group's count and digests to `barrier_count`. Arrivals at one cache line are serialised
+    /// (a line transfer each): 16 ranks cost 16 transfers on one counter, 4 + 4 on two levels
+    /// (measured on a 16-core machine, 2.0 µs per barrier at 16 ranks against 0.5 at 8 before
+    /// the tree). `Some(what to add to barrier_count)`, or `None` when this rank's group has
+    /// not all arrived (its last arrival carries this one). The group counter is back to 0
+    /// before its last arrival adds to the root, so before the barrier can complete.
+    fn combine(&self, mine: u64) -> Option<u64> {
+        if self.size <= COMBINE_MIN || self.replicas > 1 {
+            return Some(mine);
+        }
+        let k = self.size.isqrt();
+        let lead = self.rank / k * k;
+        let members = k.min(self.size - lead) as u64;
+        let counter = &self.ctl.rank(lead).group_count.v;
+        let prev = counter.fetch_add(mine, Ordering::AcqRel);
+        if (prev & COUNT_MASK) + 1 < members {
+            return None;
+        }
+        counter.store(0, Ordering::Relaxed);
+        Some(prev + mine)
+    }
+
+    /// Waits for the barrier generation to move from `g` (resumable after a timeout).
+    fn wait_barrier(&self, c: &mut Coll, g: u32, call: u64, timeout: Timeout) -> Result<()> {
+        let h = self.ctl.header();
         let r = self.wait_until(
             &h.barrier_gen,
             timeout.deadline(),
