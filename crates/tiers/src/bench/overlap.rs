@@ -68,8 +68,8 @@ fn unit_time() -> f64 {
 /// One way to post a transfer and wait for it.
 trait Xfer {
     fn name(&self) -> String;
-    fn post(&self, bytes: usize);
-    fn wait(&self);
+    fn post(&self, bytes: usize) -> Res<()>;
+    fn wait(&self) -> Res<()>;
     fn stats(&self) -> Option<String> {
         None
     }
@@ -85,17 +85,14 @@ impl Xfer for Tiers<'_> {
     fn name(&self) -> String {
         self.name.clone()
     }
-    fn post(&self, bytes: usize) {
-        let q = self.w.queue(0).expect("queue 0");
-        q.write(SegId(0).at(0), SegId(0).on(1, 0), bytes)
-            .expect("write");
+    fn post(&self, bytes: usize) -> Res<()> {
+        let q = self.w.queue(0)?;
+        q.write(SegId(0).at(0), SegId(0).on(1, 0), bytes)?;
+        Ok(())
     }
-    fn wait(&self) {
-        self.w
-            .queue(0)
-            .expect("queue 0")
-            .wait(Timeout::Block)
-            .expect("wait");
+    fn wait(&self) -> Res<()> {
+        self.w.queue(0)?.wait(Timeout::Block)?;
+        Ok(())
     }
     fn stats(&self) -> Option<String> {
         let s = self.w.progress_stats();
@@ -129,13 +126,15 @@ impl Xfer for MpiPut<'_> {
     fn name(&self) -> String {
         "mpi-put".into()
     }
-    fn post(&self, bytes: usize) {
+    fn post(&self, bytes: usize) -> Res<()> {
         // SAFETY: `src` is not changed and outlives `self`, so past the flush in `wait`, which
         // every measured iteration calls before the next post.
-        unsafe { self.win.put(&self.src[..bytes], 1, 0) }.expect("MPI_Put");
+        unsafe { self.win.put(&self.src[..bytes], 1, 0) }?;
+        Ok(())
     }
-    fn wait(&self) {
-        self.win.flush(1).expect("MPI_Win_flush");
+    fn wait(&self) -> Res<()> {
+        self.win.flush(1)?;
+        Ok(())
     }
 }
 
@@ -159,17 +158,16 @@ impl Xfer for MpiIsend<'_> {
     fn name(&self) -> String {
         "mpi-isend".into()
     }
-    fn post(&self, bytes: usize) {
-        let p = self
-            .mpi
-            .isend(&self.src[..bytes], 1, DATA_TAG)
-            .expect("MPI_Isend");
+    fn post(&self, bytes: usize) -> Res<()> {
+        let p = self.mpi.isend(&self.src[..bytes], 1, DATA_TAG)?;
         *self.pending.borrow_mut() = Some(p);
+        Ok(())
     }
-    fn wait(&self) {
+    fn wait(&self) -> Res<()> {
         if let Some(p) = self.pending.borrow_mut().take() {
-            p.wait().expect("MPI_Wait");
+            p.wait()?;
         }
+        Ok(())
     }
 }
 
@@ -186,9 +184,41 @@ fn receive_until_stop(m: &tiers_cluster::engine::mpi::baseline::Mpi) -> Res<()> 
     }
 }
 
-/// Measures every transfer at every size on this thread (rank 0 of every world).
-fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
+/// What a timed loop returns once a transfer has failed: long enough that the comparison
+/// ends at once (the failure, kept in [`Failure`], is then reported).
+const FAILED: Duration = Duration::from_secs(3600);
+
+/// The first failure of a transfer inside the timed loops, which can only return times.
+#[derive(Default)]
+struct Failure(std::cell::RefCell<Option<Box<dyn std::error::Error>>>);
+
+impl Failure {
+    /// `r`'s error kept (the first one); whether `r` failed.
+    fn failed(&self, r: Res<()>) -> bool {
+        match r {
+            Ok(()) => false,
+            Err(e) => {
+                self.0.borrow_mut().get_or_insert(e);
+                true
+            }
+        }
+    }
+
+    /// The failure, if a timed loop met one.
+    fn check(&self) -> Res<()> {
+        match self.0.borrow_mut().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Measures every transfer at every size on this thread (rank 0 of every world). A transfer
+/// that fails (a peer gone, MPI's error) ends the benchmark with that error.
+fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Res<Report> {
     let opts = &ctx.opts;
+    let failure = Failure::default();
+    let failure = &failure;
     let unit = unit_time();
     let mut r = Report::new("overlap", "us per transfer", true);
     let mut table = String::from("overlap % (size:");
@@ -206,8 +236,9 @@ fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
                 Candidate::new(x.name(), move |n| {
                     let t = Instant::now();
                     for _ in 0..n {
-                        x.post(bytes);
-                        x.wait();
+                        if failure.failed(x.post(bytes).and_then(|()| x.wait())) {
+                            return FAILED;
+                        }
                     }
                     t.elapsed()
                 })
@@ -219,6 +250,7 @@ fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
             .map(|(m, _)| m)
             .collect();
         drop(cands);
+        failure.check()?;
         // Post, compute for T_comm, wait; and the computation alone.
         let units: Vec<u64> = comm.iter().map(|c| (c / unit).ceil() as u64).collect();
         let posts: Vec<(Cell<Duration>, Cell<u64>)> = xs
@@ -232,11 +264,15 @@ fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
                 let t = Instant::now();
                 for _ in 0..n {
                     let t0 = Instant::now();
-                    x.post(bytes);
+                    if failure.failed(x.post(bytes)) {
+                        return FAILED;
+                    }
                     p.0.set(p.0.get() + t0.elapsed());
                     p.1.set(p.1.get() + 1);
                     compute(k);
-                    x.wait();
+                    if failure.failed(x.wait()) {
+                        return FAILED;
+                    }
                 }
                 t.elapsed()
             }));
@@ -253,6 +289,7 @@ fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
             .map(|(m, _)| m)
             .collect();
         drop(cands);
+        failure.check()?;
         let params = |part: &str| [("bytes", json!(bytes)), ("part", json!(part))];
         table.push_str(&format!("\n  {bytes}:"));
         for (i, x) in xs.iter().enumerate() {
@@ -277,7 +314,7 @@ fn measure(ctx: &Ctx<'_>, xs: &[&dyn Xfer], note: &str) -> Report {
         }
     }
     r.note(note.to_string());
-    r
+    Ok(r)
 }
 
 /// A `local` world of two ranks under policy `p`: rank 0 is returned, rank 1 lives on a
@@ -288,9 +325,14 @@ fn local_pair<'s>(s: &'s std::thread::Scope<'s, '_>, p: Progress) -> Res<World> 
     let w1 = ws.pop().ok_or("no rank 1")?;
     let w0 = ws.pop().ok_or("no rank 0")?;
     s.spawn(move || {
-        let _seg = w1.segment(SegId(0), MAX).expect("segment");
-        w1.barrier(Timeout::Block).expect("barrier");
-        drop(_seg);
+        // A failure here ends rank 1 (its world dropped), which rank 0 then meets as the
+        // peer's failure in its own calls: reported there.
+        let r = w1
+            .segment(SegId(0), MAX)
+            .and_then(|_seg| w1.barrier(Timeout::Block));
+        if let Err(e) = r {
+            eprintln!("tiers bench overlap: local rank 1: {e}");
+        }
     });
     Ok(w0)
 }
@@ -371,11 +413,12 @@ fn one_rank(ctx: &Ctx<'_>, w: &World) -> Res<Option<Report>> {
                     String::new()
                 }
             );
+            // The local ranks 1 wait in a barrier: released whatever the outcome.
             let r = measure(ctx, &xs, &note);
             for l in &locals {
                 l.barrier(Timeout::Block)?;
             }
-            Ok(r)
+            r
         });
         // Rank 1 receives until told to stop, whatever became of the measurements.
         #[cfg(feature = "mpi")]
