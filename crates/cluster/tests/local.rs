@@ -45,16 +45,22 @@ common::suite!(on_local_engine);
 #[test]
 fn all_behaviours_in_one_world() {
     for n in 1..=4 {
-        run_local(n, |w| {
-            for (name, f) in common::ALL {
-                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
-                    eprintln!("{name} failed on {n} ranks after the behaviours before it");
-                    std::panic::resume_unwind(p);
-                }
-            }
-        })
-        .unwrap();
+        play_all_behaviours(n);
     }
+}
+
+/// Every behaviour of the suite in order, in one local world of `n` ranks; a failure names
+/// the behaviour.
+fn play_all_behaviours(n: usize) {
+    run_local(n, |w| {
+        for (name, f) in common::ALL {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
+                eprintln!("{name} failed on {n} ranks after the behaviours before it");
+                std::panic::resume_unwind(p);
+            }
+        }
+    })
+    .unwrap();
 }
 
 /// Error messages name the values of the error.
@@ -194,15 +200,7 @@ fn sending_to_a_stopped_worker_ends_with_an_error() {
 fn many_ranks_meet_at_the_combining_barrier() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     for n in [9, 16] {
-        run_local(n, |w| {
-            for (name, f) in common::ALL {
-                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
-                    eprintln!("{name} failed on {n} ranks");
-                    std::panic::resume_unwind(p);
-                }
-            }
-        })
-        .unwrap();
+        play_all_behaviours(n);
         let arrived = AtomicUsize::new(0);
         run_local(n, |w| {
             for i in 0..300 {

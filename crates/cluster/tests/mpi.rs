@@ -577,45 +577,29 @@ fn several_workers_per_rank_under_mpirun() {
 /// thousand rounds: a value seen again after its reset).
 #[test]
 fn notifications_are_taken_once_under_mpirun() {
-    if engine::launched() {
-        return;
-    }
-    let Some(m) = mpirun() else {
-        eprintln!("mpirun is not installed: the notification test was not run");
-        return;
-    };
-    assert!(
-        run_scenario(
-            &m,
-            2,
-            false,
-            "notify_values",
-            &[("TIERS_MPI_ALLOCATE", "1")]
-        ),
-        "a rank failed"
-    );
+    two_ranks_play("notify_values", &[("TIERS_MPI_ALLOCATE", "1")]);
 }
 
 /// Fences between ranks of the messages mode end at their timeout, and a rank ending its
 /// world answers the fences still waiting for it (scenario `fences`).
 #[test]
 fn fences_end_at_their_timeout_and_at_the_end_of_a_world() {
+    two_ranks_play("fences", &[("TIERS_MPI_ONESIDED", "messages")]);
+}
+
+/// Two ranks, each its own host, play `scenario` with `env` under mpirun; every rank must
+/// succeed. Says so and passes where mpirun is not installed (or inside a rank).
+fn two_ranks_play(scenario: &str, env: &[(&str, &str)]) {
     if engine::launched() {
         return;
     }
     let Some(m) = mpirun() else {
-        eprintln!("mpirun is not installed: the fence test was not run");
+        eprintln!("mpirun is not installed: scenario {scenario} was not run");
         return;
     };
     assert!(
-        run_scenario(
-            &m,
-            2,
-            false,
-            "fences",
-            &[("TIERS_MPI_ONESIDED", "messages")]
-        ),
-        "a rank failed"
+        run_scenario(&m, 2, false, scenario, env),
+        "{scenario}: a rank failed"
     );
 }
 
