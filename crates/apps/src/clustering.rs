@@ -156,6 +156,15 @@ pub struct ClusterOptions {
     pub style: Style,
 }
 
+/// The most temperature steps a cooling factor may take to cool tenfold (a factor of at most
+/// about 0.999977). SPIDAL's factors are 0.9-0.999 (22-2,300 steps per decade).
+pub const MAX_STEPS_PER_DECADE: f64 = 100_000.0;
+
+/// The largest cooling factor [`ClusterOptions::check`] accepts.
+pub fn max_cooling() -> f64 {
+    (-std::f64::consts::LN_10 / MAX_STEPS_PER_DECADE).exp()
+}
+
 impl ClusterOptions {
     /// Checks the options for a matrix of `n` points: [`check`](Self::check), no more
     /// clusters than points, and memberships that fit in memory.
@@ -176,8 +185,8 @@ impl ClusterOptions {
     }
 
     /// Checks the options on their own: at least one cluster, cooling factors strictly
-    /// between 0 and 1 (1 or more never cools, so the annealing would not end), positive finite
-    /// limits.
+    /// between 0 and 1 (1 or more never cools, so the annealing would not end) and cooling
+    /// tenfold in at most [`MAX_STEPS_PER_DECADE`] steps, positive finite limits.
     pub fn check(&self) -> crate::Result<()> {
         let bad = |m: String| Err(crate::Error::Invalid(m));
         if self.max_clusters == 0 {
@@ -191,6 +200,17 @@ impl ClusterOptions {
             if !(v > 0.0 && v < 1.0) {
                 return bad(format!(
                     "the {name} factor must be strictly between 0 and 1, not {v}"
+                ));
+            }
+            // ln(0.1) / ln(v): the temperature steps to cool tenfold. Each step is at least
+            // one EM pass over every point, so a factor a hair below 1 is a run that never
+            // ends in practice; refuse it up front rather than after hours.
+            let per_decade = std::f64::consts::LN_10 / -v.ln();
+            if per_decade > MAX_STEPS_PER_DECADE {
+                return bad(format!(
+                    "the {name} factor {v} would take {per_decade:.3e} temperature steps to cool \
+                     tenfold; at most {MAX_STEPS_PER_DECADE} are allowed (a factor of at most {:.7})",
+                    max_cooling()
                 ));
             }
         }
@@ -831,6 +851,27 @@ mod tests {
             lab.push(c);
         }
         (DistMatrix::euclidean(&pts, 2), lab)
+    }
+
+    #[test]
+    fn cooling_factors_that_would_never_freeze_are_refused() {
+        let with = |cooling: f64| ClusterOptions {
+            cooling,
+            ..Default::default()
+        };
+        // SPIDAL's slow factor and the bound itself pass.
+        with(0.999).check().unwrap();
+        with(max_cooling()).check().unwrap();
+        // Just above the bound and a hair below 1 are refused, naming the factor.
+        for c in [max_cooling() + 1e-7, 0.999999999, 1.0 - f64::EPSILON] {
+            let e = with(c).check().unwrap_err().to_string();
+            assert!(e.contains("temperature steps"), "{c}: {e}");
+        }
+        let c = ClusterOptions {
+            fine_cooling: 0.9999999,
+            ..Default::default()
+        };
+        assert!(c.check().unwrap_err().to_string().contains("fine cooling"));
     }
 
     #[test]

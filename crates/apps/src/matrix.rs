@@ -286,9 +286,14 @@ pub fn npy_values(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|d| d.to_le_bytes()).collect()
 }
 
-/// Decodes a 2-D square `.npy` of `<f4`, `<f8` or `<i2`, C order.
+/// Decodes a 2-D square `.npy` of `<f4`, `<f8` or `<i2`, in C or Fortran order.
 pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
-    let (data, n, width) = npy_layout(bytes, path)?;
+    let NpyLayout {
+        data,
+        n,
+        width,
+        fortran,
+    } = npy_layout(bytes, path)?;
     let body = &bytes[data..];
     let want = n
         .checked_mul(n)
@@ -326,12 +331,35 @@ pub fn from_npy(bytes: &[u8], path: &Path) -> Res<DistMatrix> {
             .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])) / 32767.0)
             .collect(),
     };
+    let data = if fortran {
+        // Stored by columns: entry (i, j) is data[j·n + i].
+        let mut rows = vec![0f32; data.len()];
+        for (j, col) in data.chunks_exact(n.max(1)).enumerate() {
+            for (i, &v) in col.iter().enumerate() {
+                rows[i * n + j] = v;
+            }
+        }
+        rows
+    } else {
+        data
+    };
     Ok(DistMatrix { n, data })
 }
 
-/// Where a square 2-D `.npy`'s data starts, its N and its element width (2, 4 or 8), from its
-/// leading bytes (the whole file, or at least its header).
-fn npy_layout(bytes: &[u8], path: &Path) -> Res<(usize, usize, usize)> {
+/// How a square 2-D `.npy` holds its matrix, from the file's leading bytes (the whole file,
+/// or at least its header).
+struct NpyLayout {
+    /// Where the data starts.
+    data: usize,
+    /// N.
+    n: usize,
+    /// Bytes per element: 2, 4 or 8.
+    width: usize,
+    /// Column-major (`fortran_order: True`): entry (i, j) is element j·N + i.
+    fortran: bool,
+}
+
+fn npy_layout(bytes: &[u8], path: &Path) -> Res<NpyLayout> {
     let h = crate::npy::parse(bytes).map_err(|e| ferr(path, e))?;
     let width = match h.descr.as_str() {
         "<f4" => 4,
@@ -344,9 +372,6 @@ fn npy_layout(bytes: &[u8], path: &Path) -> Res<(usize, usize, usize)> {
             ))
         }
     };
-    if h.fortran {
-        return Err(ferr(path, "Fortran-order .npy is not supported"));
-    }
     let shape = h.shape;
     if shape.len() != 2 || shape[0] != shape[1] {
         return Err(ferr(
@@ -354,7 +379,12 @@ fn npy_layout(bytes: &[u8], path: &Path) -> Res<(usize, usize, usize)> {
             format!("wrong size: a distance matrix must be square and 2-D, shape is {shape:?}"),
         ));
     }
-    Ok((h.data, shape[0], width))
+    Ok(NpyLayout {
+        data: h.data,
+        n: shape[0],
+        width,
+        fortran: h.fortran,
+    })
 }
 
 /// Encodes as CSV.
@@ -493,7 +523,7 @@ pub fn read_rows(
     let io = |e| crate::Error::io(path, "reading", e);
     let mut f = std::fs::File::open(path).map_err(io)?;
     let size = f.metadata().map_err(io)?.len();
-    let (start, elem, n) = match format {
+    let (start, elem, n, fortran) = match format {
         Format::Csv => {
             return Err(crate::Error::Invalid(format!(
                 "{}: a CSV matrix cannot be read by rows: use .bin or .npy",
@@ -509,16 +539,16 @@ pub fn read_rows(
                     format!("wrong size: {size} bytes are not a square int16 matrix"),
                 ));
             }
-            (0u64, 2u64, n as usize)
+            (0u64, 2u64, n as usize, false)
         }
         Format::Npy => {
             // The header is small: read it and judge it as from_npy does.
             let head = crate::npy::read_head(&mut f).map_err(io)?;
-            let (data, n, width) = npy_layout(&head, path)?;
-            if width != 4 {
+            let l = npy_layout(&head, path)?;
+            if l.width != 4 {
                 return Err(ferr(path, "reading by rows needs a <f4 .npy"));
             }
-            (data as u64, 4u64, n)
+            (l.data as u64, 4u64, l.n, l.fortran)
         }
     };
     if rows.end > n || rows.start > rows.end {
@@ -550,9 +580,24 @@ pub fn read_rows(
         4 + elem as usize,
     )?;
     let mut bytes = vec![0u8; len * n * elem as usize];
-    f.seek(SeekFrom::Start(start + rows.start as u64 * n as u64 * elem))
-        .map_err(io)?;
-    f.read_exact(&mut bytes).map_err(io)?;
+    if fortran {
+        // Row i of a column-major matrix is strided: read each column's part of the rows
+        // (one read of len elements per column) and lay it out row by row.
+        let e = elem as usize;
+        let mut part = vec![0u8; len * e];
+        for c in 0..n {
+            let at = start + (c as u64 * n as u64 + rows.start as u64) * elem;
+            f.seek(SeekFrom::Start(at)).map_err(io)?;
+            f.read_exact(&mut part).map_err(io)?;
+            for (k, v) in part.chunks_exact(e).enumerate() {
+                bytes[(k * n + c) * e..][..e].copy_from_slice(v);
+            }
+        }
+    } else {
+        f.seek(SeekFrom::Start(start + rows.start as u64 * n as u64 * elem))
+            .map_err(io)?;
+        f.read_exact(&mut bytes).map_err(io)?;
+    }
     let data: Vec<f32> = match format {
         Format::Npy => bytes
             .chunks_exact(4)
@@ -682,6 +727,36 @@ mod tests {
         assert_eq!(m.symmetrize(), 1);
         assert!(m.validate("m").is_ok());
         assert_eq!(m.get(0, 3), m.get(3, 0));
+    }
+
+    #[test]
+    fn fortran_order_npy_reads_as_the_same_matrix_whole_and_by_rows() {
+        // Asymmetric on purpose, so that a missed transpose shows.
+        let n = 6;
+        let entry = |i: usize, j: usize| if i == j { 0.0 } else { (i * 7 + j) as f32 };
+        let mut bytes = crate::npy::header("<f4", true, &[n, n]);
+        for j in 0..n {
+            for i in 0..n {
+                bytes.extend(entry(i, j).to_le_bytes());
+            }
+        }
+        let p = Path::new("f.npy");
+        let m = from_npy(&bytes, p).unwrap();
+        for i in 0..n {
+            for j in 0..n {
+                assert_eq!(m.get(i, j), entry(i, j), "({i}, {j})");
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("tiers-apps-fortran-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f.npy");
+        std::fs::write(&file, &bytes).unwrap();
+        for rows in [0..6, 0..0, 2..5, 5..6] {
+            let b = read_rows(&file, false, rows.clone()).unwrap();
+            assert_eq!(b.data, m.data[rows.start * n..rows.end * n], "{rows:?}");
+        }
+        assert!(read_rows(&file, false, 4..7).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

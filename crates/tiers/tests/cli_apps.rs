@@ -529,6 +529,10 @@ fn matrices_that_are_not_distances_are_refused() {
         (vec!["cluster", &two, "--cooling", "1"], "cooling"),
         (vec!["cluster", &two, "--cooling", "NaN"], "cooling"),
         (vec!["cluster", &two, "--fine-cooling", "2"], "cooling"),
+        (
+            vec!["cluster", &two, "--cooling", "0.999999999"],
+            "temperature steps to cool",
+        ),
         (vec!["cluster", &two, "--power", "0"], "--power"),
         (
             vec!["mds", &two, "--dims", "100000000000"],
