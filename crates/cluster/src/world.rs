@@ -178,6 +178,7 @@ impl Builder {
             proxy,
             proxy_min: self.proxy_min.unwrap_or(PROXY_MIN),
             ticks: AtomicUsize::new(0),
+            failed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -252,6 +253,8 @@ pub struct World {
     pub(crate) proxy_min: usize,
     /// Posts seen by the lazy policy.
     pub(crate) ticks: AtomicUsize,
+    /// [`World::fail`] was called: the drop leaves the job as failed.
+    pub(crate) failed: std::sync::atomic::AtomicBool,
 }
 
 impl World {
@@ -413,11 +416,46 @@ impl World {
     }
 }
 
+impl World {
+    /// Ends this rank's part in the job as a failure, as a panic would: its peers see it as
+    /// failed ([`Error::PeerFailed`], [`Health::Failed`](crate::Health::Failed)) instead of
+    /// waiting for it, and on the `mpi` engine, where peers on other hosts cannot be told, the
+    /// process's exit aborts the whole job (`MPI_Abort`) instead of waiting for them in MPI's
+    /// finalisation. Call it when this rank returns an error its peers do not share (an
+    /// output it could not write, bad input only it read): leaving normally, it would wait in
+    /// the collective teardown of the `mpi` engine for peers that may be waiting for it.
+    ///
+    /// The world stays usable for local work; what it sends after this is undefined.
+    pub fn fail(&self) {
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.engine.leave(true);
+    }
+
+    /// `r`, after [`World::fail`] when it is an error: the end of a rank's work whose error
+    /// its peers may not share.
+    ///
+    /// ```
+    /// let out = tiers_cluster::run_local(1, |w| {
+    ///     w.fail_if_err("not a number".parse::<u32>())
+    /// })
+    /// .unwrap();
+    /// assert!(out[0].is_err());
+    /// ```
+    pub fn fail_if_err<T, E>(&self, r: std::result::Result<T, E>) -> std::result::Result<T, E> {
+        if r.is_err() {
+            self.fail();
+        }
+        r
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         // Requests still handed over are performed before this rank leaves.
         self.proxy = None;
-        self.engine.leave(std::thread::panicking());
+        let failed = *self.failed.get_mut();
+        self.engine.leave(failed || std::thread::panicking());
     }
 }
 

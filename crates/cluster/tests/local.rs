@@ -8,6 +8,7 @@ mod endpoints;
 #[path = "common/failures.rs"]
 mod failures;
 
+use std::time::Duration;
 use tiers_cluster::run_local;
 use tiers_cluster::{Error, Health, Notification, SegId, Timeout, World};
 
@@ -113,6 +114,23 @@ fn killed_rank() {
                 }
             }
         });
+    }
+}
+
+/// A rank that gives up with `World::fail` (an error only it saw) is seen failed by its
+/// peers at once, as a rank that panicked.
+#[test]
+fn a_rank_that_fails_is_seen_failed() {
+    for (n, victim) in [(2, 1), (3, 0)] {
+        let worlds = tiers_cluster::Builder::new().local(n).unwrap();
+        let t = std::time::Instant::now();
+        std::thread::scope(|s| {
+            for w in worlds {
+                s.spawn(move || failures::killed(&w, victim, || w.fail()));
+            }
+        });
+        // Not the scenario's 30 s timeouts: the failure was seen.
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     }
 }
 

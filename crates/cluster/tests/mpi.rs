@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tiers_cluster::engine::mpi as engine;
-use tiers_cluster::World;
+use tiers_cluster::{Timeout, World};
 
 const SCENARIO: &str = "TIERS_TEST_SCENARIO";
 /// Where the ranks of a suite job record the outcome of each behaviour (one file per rank).
@@ -49,6 +49,24 @@ fn mpi_child() {
         }
         "notify_values" => notify_values(&w, 20_000),
         "fences" => fences(&w),
+        "panic" => {
+            // Rank 1 panics while rank 0 waits for it without a deadline.
+            w.barrier(Timeout::Block).expect("barrier");
+            if w.rank() == 1 {
+                panic!("rank 1 gives up on purpose");
+            }
+            let _ = w.barrier(Timeout::Block);
+        }
+        "fail" => {
+            // Rank 1 gives up (an error only it saw) and returns normally.
+            w.barrier(Timeout::Block).expect("barrier");
+            if w.rank() == 1 {
+                eprintln!("rank 1 gives up on purpose");
+                w.fail();
+                return;
+            }
+            let _ = w.barrier(Timeout::Block);
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -106,7 +124,7 @@ fn notify_values(w: &World, rounds: u32) {
 /// world (whose windows' `MPI_Win_free` does not poll) must still complete: the target
 /// answers it before it frees them (this hung before ending a world began with a barrier).
 fn fences(w: &World) {
-    use tiers_cluster::{SegId, Timeout};
+    use tiers_cluster::SegId;
     let seg = w.segment(SegId(0), 4096).expect("segment");
     let q = w.queue(0).expect("queue");
     let me = w.rank();
@@ -207,6 +225,32 @@ fn run_scenario(
     scenario: &str,
     env: &[(&str, &str)],
 ) -> bool {
+    let mut child = scenario_command(mpirun, n, host_local, scenario, env)
+        .spawn()
+        .expect("start mpirun");
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait for mpirun") {
+            return st.success();
+        }
+        if t0.elapsed() > Duration::from_secs(300) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{n} ranks (host_local {host_local}): mpirun did not finish in 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The mpirun command that starts `n` ranks of `mpi_child` playing `scenario` (standard
+/// output discarded).
+fn scenario_command(
+    mpirun: &Path,
+    n: usize,
+    host_local: bool,
+    scenario: &str,
+    env: &[(&str, &str)],
+) -> Command {
     let exe = std::env::current_exe().unwrap();
     let mut c = Command::new(mpirun);
     c.args(["-n", &n.to_string(), "--oversubscribe"])
@@ -234,19 +278,7 @@ fn run_scenario(
         "--test-threads=1",
         "-q",
     ]);
-    let mut child = c.spawn().expect("start mpirun");
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().expect("wait for mpirun") {
-            return st.success();
-        }
-        if t0.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{n} ranks (host_local {host_local}): mpirun did not finish in 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    c
 }
 
 /// Where a suite job's segment memory comes from when every rank is its own host.
@@ -585,6 +617,58 @@ fn notifications_are_taken_once_under_mpirun() {
 #[test]
 fn fences_end_at_their_timeout_and_at_the_end_of_a_world() {
     two_ranks_play("fences", &[("TIERS_MPI_ONESIDED", "messages")]);
+}
+
+/// A rank that panics with its world alive, or gives up with `World::fail`, ends the job
+/// (MPI_Abort at its exit), with its message, while its peer waits for it without a
+/// deadline: before, its exit's `MPI_Finalize` (or, giving up, the world's collective
+/// teardown) waited for the peer, which waited for it, and the job hung.
+#[test]
+fn a_rank_that_panics_or_fails_ends_the_job() {
+    if engine::launched() {
+        return;
+    }
+    let Some(m) = mpirun() else {
+        eprintln!("mpirun is not installed: the panic scenario was not run");
+        return;
+    };
+    for (scenario, host_local, env) in [
+        ("panic", false, &[][..]),
+        ("panic", false, &[("TIERS_MPI_ONESIDED", "messages")][..]),
+        ("panic", true, &[][..]),
+        ("fail", false, &[("TIERS_MPI_ONESIDED", "messages")][..]),
+        ("fail", true, &[][..]),
+    ] {
+        let env: &[(&str, &str)] = env;
+        let mut child = scenario_command(&m, 2, host_local, scenario, env)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mpirun");
+        let mut err = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for mpirun") {
+                break st;
+            }
+            if t0.elapsed() > Duration::from_secs(90) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{scenario} {env:?}: the job did not end in 90 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stderr = reader.join().unwrap();
+        assert!(!status.success(), "{scenario} {env:?}: the job succeeded");
+        assert!(
+            stderr.contains("rank 1 gives up on purpose"),
+            "{scenario} {env:?}: the rank's message is missing: {stderr}"
+        );
+    }
 }
 
 /// Two ranks, each its own host, play `scenario` with `env` under mpirun; every rank must

@@ -54,6 +54,10 @@ fn child() {
                 unreachable!("SIGKILL is not ignored");
             })
         }
+        "failed" => {
+            let victim = w.size() - 1;
+            failures::killed(&w, victim, || w.fail())
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -134,6 +138,18 @@ fn killed_process_is_reported_and_survivors_see_it() {
         want[victim] = End::Signaled(libc::SIGKILL);
         assert_eq!(out.ends, want, "{n} ranks, victim {victim}");
         // The survivors saw the death long before the 30 s timeouts of the scenario.
+        assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
+    }
+}
+
+/// A rank that gives up with `World::fail` exits normally, and its peers see it failed at
+/// once (its links close without a goodbye).
+#[test]
+fn a_rank_that_fails_is_seen_failed() {
+    for n in [2, 3] {
+        let t = std::time::Instant::now();
+        let out = launch_env(n, "failed", &[]);
+        assert_eq!(out.ends, vec![End::Exited(0); n], "{n} ranks");
         assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
     }
 }

@@ -848,8 +848,8 @@ pub fn run(cmd: AppCommand) -> Res {
             let (quiet, threads, be) = (a.quiet, a.threads, a.big_endian);
             // Every rank of the job (one when started alone) computes its rows with its
             // threads and writes them into the one output file at their offset.
-            let results = tiers_cluster::spmd(
-                |w| -> Result<Option<(usize, usize, f64)>, String> {
+            let results = tiers_cluster::spmd(|w| {
+                w.fail_if_err((|| -> Result<Option<(usize, usize, f64)>, String> {
                     let p = pool(threads).map_err(|e| e.to_string())?;
                     let t0 = Instant::now();
                     let report = |done: usize, total: usize| {
@@ -880,8 +880,8 @@ pub fn run(cmd: AppCommand) -> Res {
                     super::rows_file::write(w, &a.out, format, &block)
                         .map_err(|e| e.to_string())?;
                     Ok((w.rank() == 0).then_some((w.size(), w.local_size(), secs)))
-                },
-            )?;
+                })())
+            })?;
             let mut done = None;
             for r in results {
                 if let Some(x) = r? {
@@ -932,7 +932,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 if w.size() == 1 {
                     mds_alone(&a, &opts).map_err(|e| e.to_string())
                 } else {
-                    mds_ranks(w, &a, &opts).map_err(|e| e.to_string())
+                    w.fail_if_err(mds_ranks(w, &a, &opts).map_err(|e| e.to_string()))
                 }
             })?;
             for r in results {
@@ -972,7 +972,7 @@ pub fn run(cmd: AppCommand) -> Res {
                 if w.size() == 1 {
                     cluster_alone(&a, opts.clone()).map_err(|e| e.to_string())
                 } else {
-                    cluster_ranks(w, &a, opts.clone()).map_err(|e| e.to_string())
+                    w.fail_if_err(cluster_ranks(w, &a, opts.clone()).map_err(|e| e.to_string()))
                 }
             })?;
             for r in results {
@@ -1001,7 +1001,8 @@ pub fn run(cmd: AppCommand) -> Res {
             let threads = a.threads;
             let results = tiers_cluster::spmd(|w| {
                 let p = pool(threads).map_err(|e| e.to_string())?;
-                let img = render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string())?;
+                let img =
+                    w.fail_if_err(render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string()))?;
                 Ok::<_, String>(((w.size(), w.local_size()), img))
             })?;
             let mut assembled = None;

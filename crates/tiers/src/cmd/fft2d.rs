@@ -100,7 +100,7 @@ pub fn run(a: Fft2dArgs) -> Result<(), Box<dyn std::error::Error>> {
             }],
         )?;
     }
-    let res = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a)))?;
+    let res = tiers_cluster::spmd(|w| (w.rank(), w.fail_if_err(one_rank(w, &a))))?;
     for (r, o) in res {
         o.map_err(|e| format!("tiers fft2d: rank {r}: {e}"))?;
     }

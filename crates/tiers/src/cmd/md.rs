@@ -103,7 +103,7 @@ pub fn run(a: MdArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     outputs::check(&[], &outs)?;
-    let res = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a, &o)))?;
+    let res = tiers_cluster::spmd(|w| (w.rank(), w.fail_if_err(one_rank(w, &a, &o))))?;
     for (r, x) in res {
         x.map_err(|e| format!("tiers md: rank {r}: {e}"))?;
     }

@@ -75,7 +75,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 pub fn run(a: PipelineArgs) -> Res<()> {
     // Every rank of the job (one when started alone) runs the stages; rank 0 writes.
-    let results = tiers_cluster::spmd(|w| run_rank(w, &a).map_err(|e| e.to_string()))?;
+    let results =
+        tiers_cluster::spmd(|w| w.fail_if_err(run_rank(w, &a).map_err(|e| e.to_string())))?;
     for r in results {
         r?;
     }

@@ -651,7 +651,7 @@ pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         a.variant.clone()
     };
-    let out = tiers_cluster::spmd(|w| (w.rank(), one_rank(w, &a, &irr, &variants)))?;
+    let out = tiers_cluster::spmd(|w| (w.rank(), w.fail_if_err(one_rank(w, &a, &irr, &variants))))?;
     for (r, o) in out {
         o.map_err(|e| format!("tiers redblack: rank {r}: {e}"))?;
     }

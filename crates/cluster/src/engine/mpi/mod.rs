@@ -281,6 +281,9 @@ pub struct MpiEngine {
     spin: Duration,
     /// Open MPI was told to yield when idle: waits yield rather than spin.
     yields: bool,
+    /// This rank left the job as failed ([`Engine::leave`] with `failed`): dropping the
+    /// engine then skips the collective teardown, and the process's exit aborts the job.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 fn job_id(leader_pid: u32) -> String {
@@ -476,6 +479,7 @@ impl MpiEngine {
                 .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             retired: Mutex::new(Vec::new()),
+            failed: std::sync::atomic::AtomicBool::new(false),
             spin: if hsize <= cpus {
                 config::MPI_SPIN
             } else {
@@ -1106,14 +1110,23 @@ impl Engine for MpiEngine {
     }
 
     fn leave(&self, failed: bool) {
+        if failed {
+            // Peers on other hosts learn of it only from the launcher: the exit aborts the
+            // job rather than waiting for them in MPI's finalisation.
+            self.failed.store(true, Ordering::Relaxed);
+            raw::abort_at_exit();
+        }
         self.host.leave(failed);
     }
 }
 
 impl Drop for MpiEngine {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || *self.failed.get_mut() {
             // Freeing windows is collective: a failing rank must not wait for the others.
+            // Nor can it finalise MPI at its exit (a fence over every process, while peers
+            // may wait for this rank without a deadline): its exit aborts the job.
+            raw::abort_at_exit();
             return;
         }
         let s = std::mem::take(&mut *self.segs.get_mut().unwrap_or_else(|e| e.into_inner()));

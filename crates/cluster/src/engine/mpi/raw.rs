@@ -127,13 +127,34 @@ pub fn launched() -> bool {
         .any(|v| std::env::var_os(v).is_some())
 }
 
+/// Set when a world of this process was torn down by a panic: its peers may wait for this
+/// rank without a deadline, and `MPI_Finalize` (which Open MPI ends with a fence over every
+/// process of the job) would wait for them in turn, so the job would hang. The exit then
+/// aborts the job instead.
+static ABORT_AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+/// Makes this process's exit abort the whole job (`MPI_Abort`, error code 101, Rust's exit
+/// code for a panic) instead of finalising MPI: called when a world is dropped by a panic.
+/// The panic's message has been printed by then, and the unwinding goes on (files are
+/// closed, temporary outputs removed) until the process exits.
+pub fn abort_at_exit() {
+    ABORT_AT_EXIT.store(true, Ordering::Relaxed);
+}
+
 extern "C" fn finalize_at_exit() {
     let mut fin: c_int = 0;
     // SAFETY: MPI_Finalized may be called at any time; MPI_Finalize once, after init, from
-    // the main thread (atexit handlers run on the thread that calls exit, normally main).
+    // the main thread (atexit handlers run on the thread that calls exit, normally main);
+    // MPI_Abort on the world's communicator at any time before finalisation.
     unsafe {
         ffi::MPI_Finalized(&mut fin);
         if fin == 0 {
+            if ABORT_AT_EXIT.load(Ordering::Relaxed) {
+                eprintln!(
+                    "tiers: a world of this rank ended in a panic: aborting the job (its peers may wait for this rank)"
+                );
+                ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 101);
+            }
             ffi::MPI_Finalize();
         }
     }
