@@ -1,23 +1,14 @@
 //! The application commands run as a user runs them: `tiers data alu`, `distances`, `cluster`,
 //! `mds`, `render`, `model` and `bench scaling APP`, their files, progress and error messages.
 
+mod common;
+
+use common::{tiers, Dir};
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use tiers_apps::compare::{adjusted_rand_index, procrustes};
 use tiers_apps::{matrix, mds};
-
-fn tiers(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
-        .args(args)
-        .output()
-        .expect("tiers runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 fn ok(args: &[&str]) -> (String, String) {
     let (ok, out, err) = tiers(args);
@@ -29,26 +20,6 @@ fn fail(args: &[&str]) -> String {
     let (ok, _, err) = tiers(args);
     assert!(!ok, "tiers {args:?} should fail");
     err
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("tiers-cli-apps-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self, f: &str) -> String {
-        self.0.join(f).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn labels_column(path: &str, col: usize) -> Vec<usize> {

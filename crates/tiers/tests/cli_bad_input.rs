@@ -2,23 +2,13 @@
 //! before any work and before any output is touched, and never with a panic. One test per
 //! kind of mistake, across the commands that share it.
 
+mod common;
+
+use common::{tiers, Dir};
+
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn tiers(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
-        .args(args)
-        .env_remove("TIERS_RANK")
-        .output()
-        .expect("tiers runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// Runs `tiers args`, which must fail with a message containing `want` and no panic.
 fn refused(args: &[&str], want: &str) -> String {
@@ -30,26 +20,6 @@ fn refused(args: &[&str], want: &str) -> String {
         "tiers {args:?}: {want:?} not in:\n{err}"
     );
     err
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("tiers-cli-bad-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self, f: &str) -> String {
-        self.0.join(f).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// An N×N `<f4` `.npy` whose header is padded to `pad` bytes or more (version 2 when long).

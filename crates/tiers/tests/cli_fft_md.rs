@@ -1,21 +1,11 @@
 //! `tiers fft2d` and `tiers md` run as a user runs them: the same output bytes for one
 //! process, two threads and two ranks (`tiers run -n 2`), and their refusals.
 
-use std::path::PathBuf;
-use std::process::Command;
-use tiers_apps::fft2d;
+mod common;
 
-fn tiers(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
-        .args(args)
-        .output()
-        .expect("tiers runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use common::{tiers, Dir};
+
+use tiers_apps::fft2d;
 
 fn ok(args: &[&str]) -> String {
     let (ok, out, err) = tiers(args);
@@ -27,26 +17,6 @@ fn fail(args: &[&str]) -> String {
     let (ok, _, err) = tiers(args);
     assert!(!ok, "tiers {args:?} should fail");
     err
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("tiers-cli-fftmd-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self, f: &str) -> String {
-        self.0.join(f).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The patterns t x m: (threads, ranks).

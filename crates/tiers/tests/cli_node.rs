@@ -1,19 +1,10 @@
 //! The `tiers` command's node-tier subcommands, run as a user would run them.
 
-use serde_json::Value;
-use std::process::Command;
+mod common;
 
-fn tiers(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tiers"))
-        .args(args)
-        .output()
-        .expect("tiers runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use common::tiers;
+
+use serde_json::Value;
 
 fn bench_json(name: &str, threads: &str) -> Value {
     let (ok, out, err) = tiers(&[

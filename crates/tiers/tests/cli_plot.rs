@@ -1,7 +1,10 @@
 //! `tiers plot` and `tiers bench --plot` as a user runs them: a figure from a report file,
 //! PNG at the size asked, and clear errors (no panic) for what cannot be drawn.
 
-use std::path::PathBuf;
+mod common;
+
+use common::Dir;
+
 use std::process::Command;
 
 fn tiers(args: &[&str]) -> (bool, String) {
@@ -13,30 +16,6 @@ fn tiers(args: &[&str]) -> (bool, String) {
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into(),
     )
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("tiers-cli-plot-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self, f: &str) -> String {
-        self.0.join(f).display().to_string()
-    }
-    fn write(&self, f: &str, text: &str) -> String {
-        std::fs::write(self.0.join(f), text).unwrap();
-        self.path(f)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 const REPORT: &str = r#"{"bench": "lock", "unit": "ns", "lower_is_better": true,
