@@ -51,6 +51,10 @@ pub mod env {
     /// windows, the default) or `messages` (ordered two-sided messages applied by the target;
     /// the GASPI library's default, `engine::prefer_onesided_messages`).
     pub const MPI_ONESIDED: &str = "TIERS_MPI_ONESIDED";
+    /// Milliseconds a rank of the `mpi` engine that exits with its world still open (a GASPI
+    /// program without `gaspi_proc_term`, `std::process::exit` before the world's drop)
+    /// waits for every other rank to exit too before it aborts the job (default 60,000).
+    pub const MPI_EXIT_TIMEOUT_MS: &str = "TIERS_MPI_EXIT_TIMEOUT_MS";
     /// `0`: in the `mpi` engine's messages mode, no doorbell (a datagram that wakes a target's
     /// stand-by thread when an operation has been sent to it; default on, see the engine's
     /// README).

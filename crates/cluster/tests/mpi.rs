@@ -57,6 +57,48 @@ fn mpi_child() {
             }
             let _ = w.barrier(Timeout::Block);
         }
+        "open-exit" => {
+            // Every rank exits with its world open (never dropped), while a thread of it
+            // keeps polling the engine: the exit must finalise MPI cleanly (before, such a
+            // thread calling MPI while the exit finalised it crashed the process).
+            w.barrier(Timeout::Block).expect("barrier");
+            let w: &'static World = Box::leak(Box::new(w));
+            std::thread::spawn(move || loop {
+                let _ = w.progress_now();
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            std::process::exit(0);
+        }
+        "finalize-first" => {
+            // The program finalises MPI itself while its world is open and a thread of it
+            // polls the engine (a GASPI program calling MPI_Finalize before
+            // gaspi_proc_term): from then on tiers must not call MPI, which Open MPI answers
+            // by aborting the job; the world's end afterwards does nothing MPI would see.
+            w.barrier(Timeout::Block).expect("barrier");
+            let w: &'static World = Box::leak(Box::new(w));
+            std::thread::spawn(move || loop {
+                let _ = w.progress_now();
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            // SAFETY: MPI is initialised, not finalised, and called from the main thread.
+            assert_eq!(unsafe { ::mpi::ffi::MPI_Finalize() }, 0);
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                w.barrier(Timeout::Block).is_err(),
+                "a barrier after MPI_Finalize"
+            );
+        }
+        "early-exit" => {
+            // Rank 1 exits with its world open while rank 0 waits for it without a
+            // deadline: the exit's barrier times out and aborts the job.
+            w.barrier(Timeout::Block).expect("barrier");
+            if w.rank() == 1 {
+                eprintln!("rank 1 gives up on purpose");
+                std::mem::forget(w);
+                std::process::exit(1);
+            }
+            let _ = w.barrier(Timeout::Block);
+        }
         "fail" => {
             // Rank 1 gives up (an error only it saw) and returns normally.
             w.barrier(Timeout::Block).expect("barrier");
@@ -632,12 +674,19 @@ fn a_rank_that_panics_or_fails_ends_the_job() {
         eprintln!("mpirun is not installed: the panic scenario was not run");
         return;
     };
+    let short = ("TIERS_MPI_EXIT_TIMEOUT_MS", "2000");
     for (scenario, host_local, env) in [
         ("panic", false, &[][..]),
         ("panic", false, &[("TIERS_MPI_ONESIDED", "messages")][..]),
         ("panic", true, &[][..]),
         ("fail", false, &[("TIERS_MPI_ONESIDED", "messages")][..]),
         ("fail", true, &[][..]),
+        (
+            "early-exit",
+            false,
+            &[("TIERS_MPI_ONESIDED", "messages"), short][..],
+        ),
+        ("early-exit", true, &[short][..]),
     ] {
         let env: &[(&str, &str)] = env;
         let mut child = scenario_command(&m, 2, host_local, scenario, env)
@@ -668,6 +717,18 @@ fn a_rank_that_panics_or_fails_ends_the_job() {
             stderr.contains("rank 1 gives up on purpose"),
             "{scenario} {env:?}: the rank's message is missing: {stderr}"
         );
+    }
+}
+
+/// Every rank exiting with its world open (a GASPI program without `gaspi_proc_term`), a
+/// thread still polling the engine, ends its job cleanly: the exit's barrier meets, and no
+/// call of tiers reaches MPI once the exit finalises it; nor once the program finalises MPI
+/// itself with its world open.
+#[test]
+fn ranks_that_exit_with_their_worlds_open_end_cleanly() {
+    for _ in 0..3 {
+        two_ranks_play("open-exit", &[("TIERS_MPI_ONESIDED", "messages")]);
+        two_ranks_play("finalize-first", &[("TIERS_MPI_ONESIDED", "messages")]);
     }
 }
 

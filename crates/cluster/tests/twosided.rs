@@ -377,7 +377,14 @@ fn every_behaviour_under_mpirun() {
     for n in ["2", "4"] {
         for host_local in ["1", "0"] {
             for (name, _) in BEHAVIOURS {
-                let status = std::process::Command::new(&mpirun)
+                let mut c = std::process::Command::new(&mpirun);
+                // SAFETY: geteuid has no preconditions.
+                if unsafe { libc::geteuid() } == 0 {
+                    c.arg("--allow-run-as-root")
+                        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+                }
+                let status = c
                     .args(["-n", n, "--oversubscribe"])
                     .args(["-x", &format!("TIERS_MPI_HOST_LOCAL={host_local}")])
                     .args(["-x", &format!("{SCENARIO}={name}")])

@@ -446,7 +446,8 @@ impl MpiEngine {
                 let _ = sys::shm_unlink(&ctl_name);
             }
         }
-        Ok(MpiEngine {
+        raw::prepare_exit()?;
+        let engine = MpiEngine {
             rank,
             size,
             comm,
@@ -486,7 +487,9 @@ impl MpiEngine {
                 config::MPI_SPIN_CROWDED
             },
             yields,
-        })
+        };
+        raw::world_made();
+        Ok(engine)
     }
 
     /// The pace of a wait that polls MPI: spin while the host's ranks have cores of their own
@@ -1122,6 +1125,7 @@ impl Engine for MpiEngine {
 
 impl Drop for MpiEngine {
     fn drop(&mut self) {
+        raw::world_dropped();
         if std::thread::panicking() || *self.failed.get_mut() {
             // Freeing windows is collective: a failing rank must not wait for the others.
             // Nor can it finalise MPI at its exit (a fence over every process, while peers

@@ -17,7 +17,7 @@ use crate::timeout::Deadline;
 use crate::wait::{self, Naps, Pace};
 use mpi::ffi;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 
@@ -62,15 +62,42 @@ pub(crate) fn lock() -> Guard {
     }
 }
 
+/// Set when this process has begun to finalise MPI (at its exit): from then on no call of
+/// tiers reaches MPI, since a thread of the process (the GASPI library's watcher, a proxy)
+/// calling MPI while the main thread finalises it crashed in MPI's unloaded components.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+/// MPI calls in progress, counted only under `MPI_THREAD_MULTIPLE` (otherwise [`LOCK`]
+/// orders them with the finalisation).
+static IN_CALL: AtomicUsize = AtomicUsize::new(0);
+
 /// Runs one MPI call `f` (named `name`) under the MPI lock; a non-zero return code becomes
-/// [`Error::Mpi`].
+/// [`Error::Mpi`], and so does any call once the process has begun to finalise MPI.
 #[inline]
 fn call(name: &'static str, f: impl FnOnce() -> c_int) -> Result<()> {
     let code = {
-        let _g = lock();
-        f()
+        let g = lock();
+        let counted = g.0.is_none();
+        if counted {
+            IN_CALL.fetch_add(1, Ordering::SeqCst);
+        }
+        let code = if CLOSED.load(Ordering::SeqCst) {
+            None
+        } else {
+            Some(f())
+        };
+        if counted {
+            IN_CALL.fetch_sub(1, Ordering::Release);
+        }
+        code
     };
-    check(name, code)
+    match code {
+        Some(code) => check(name, code),
+        None => Err(Error::Mpi {
+            call: name,
+            code: -1,
+            message: "MPI has been finalised: the process is exiting".into(),
+        }),
+    }
 }
 
 /// [`call`] for a call that starts a non-blocking operation: `f` fills in the request.
@@ -141,23 +168,153 @@ pub fn abort_at_exit() {
     ABORT_AT_EXIT.store(true, Ordering::Relaxed);
 }
 
-extern "C" fn finalize_at_exit() {
-    let mut fin: c_int = 0;
-    // SAFETY: MPI_Finalized may be called at any time; MPI_Finalize once, after init, from
-    // the main thread (atexit handlers run on the thread that calls exit, normally main);
-    // MPI_Abort on the world's communicator at any time before finalisation.
+/// Worlds of the mpi engine alive in this process (made and not dropped).
+static LIVE_WORLDS: AtomicUsize = AtomicUsize::new(0);
+/// A communicator of every process for the exit's barrier alone (so that it can match no
+/// collective of a world), made with the first world.
+static EXIT_COMM: std::sync::OnceLock<Comm> = std::sync::OnceLock::new();
+
+/// Makes the exit's communicator, with the first world (collective over `MPI_COMM_WORLD`,
+/// as a world's creation is).
+pub(crate) fn prepare_exit() -> Result<()> {
+    if EXIT_COMM.get().is_none() {
+        let c = dup(world())?;
+        let _ = EXIT_COMM.set(c);
+    }
+    Ok(())
+}
+
+/// Counts a world made.
+pub(crate) fn world_made() {
+    LIVE_WORLDS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Counts a world dropped.
+pub(crate) fn world_dropped() {
+    LIVE_WORLDS.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// This process exits with a world still open: its peers may be waiting for it in that
+/// world, while `MPI_Finalize` would wait for them, and the job would hang. Every rank that
+/// exits this way meets the others in a barrier of their own: when all of them do within
+/// `TIERS_MPI_EXIT_TIMEOUT_MS` (a program that never ends its world on any rank), MPI is
+/// finalised as usual; otherwise the job is aborted, naming this rank.
+fn exit_with_open_world() {
+    let Some(&comm) = EXIT_COMM.get() else {
+        return;
+    };
+    let ms = config::env_str(config::env::MPI_EXIT_TIMEOUT_MS)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(60_000);
+    let (rank, size) = rank_size(comm);
+    if size <= 1 {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let met = ibarrier(comm).and_then(|mut r| loop {
+        if r.test()? {
+            return Ok(true);
+        }
+        if t0.elapsed() >= Duration::from_millis(ms) {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    });
+    if met != Ok(true) {
+        eprintln!(
+            "tiers: rank {rank} exited with its world still open (no gaspi_proc_term, or an exit before the world's end), and not every other rank did the same within {ms} ms ({}=...): aborting the job",
+            config::env::MPI_EXIT_TIMEOUT_MS
+        );
+        // SAFETY: MPI is initialised and not finalised (the caller checked).
+        unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 1) };
+    }
+}
+
+/// Closes tiers' access to MPI: from here on no call of tiers reaches MPI. Serialised
+/// callers are held by the lock, counted ones (`MPI_THREAD_MULTIPLE`) are waited for. Once.
+fn close() {
+    if CLOSED.load(Ordering::SeqCst) {
+        return;
+    }
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    CLOSED.store(true, Ordering::SeqCst);
+    while IN_CALL.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+}
+
+/// Called by MPI at the start of `MPI_Finalize` (the deletion of an attribute of
+/// `MPI_COMM_SELF`, MPI's hook for libraries): a program that finalises MPI itself before it
+/// ends its world (a GASPI program calling `MPI_Finalize` before `gaspi_proc_term`) must not
+/// have tiers' threads call MPI afterwards, which Open MPI answers by aborting the job.
+unsafe extern "C" fn closing_at_finalize(
+    _comm: ffi::MPI_Comm,
+    _keyval: c_int,
+    _value: *mut c_void,
+    _extra: *mut c_void,
+) -> c_int {
+    close();
+    0
+}
+
+/// The attribute is not copied to duplicates of `MPI_COMM_SELF`.
+unsafe extern "C" fn not_copied(
+    _comm: ffi::MPI_Comm,
+    _keyval: c_int,
+    _extra: *mut c_void,
+    _in: *mut c_void,
+    _out: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    // SAFETY: MPI passes a valid flag pointer.
+    unsafe { *flag = 0 };
+    0
+}
+
+/// Hooks [`closing_at_finalize`] to `MPI_Finalize` (called once, right after MPI's
+/// initialisation, on the thread that initialised it).
+fn hook_finalize() {
+    let mut key: c_int = 0;
+    // SAFETY: both functions have MPI's attribute signatures; key is a valid out-pointer;
+    // MPI_COMM_SELF is valid between init and finalize. Errors leave the hook out (the
+    // program then must not finalise MPI before ending its world).
     unsafe {
-        ffi::MPI_Finalized(&mut fin);
-        if fin == 0 {
-            if ABORT_AT_EXIT.load(Ordering::Relaxed) {
-                eprintln!(
-                    "tiers: a world of this rank ended in a panic: aborting the job (its peers may wait for this rank)"
-                );
-                ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 101);
-            }
-            ffi::MPI_Finalize();
+        if ffi::MPI_Comm_create_keyval(
+            Some(not_copied),
+            Some(closing_at_finalize),
+            &mut key,
+            std::ptr::null_mut(),
+        ) == 0
+        {
+            ffi::MPI_Comm_set_attr(ffi::RSMPI_COMM_SELF, key, std::ptr::null_mut());
         }
     }
+}
+
+extern "C" fn finalize_at_exit() {
+    let mut fin: c_int = 0;
+    // SAFETY: MPI_Finalized may be called at any time.
+    unsafe { ffi::MPI_Finalized(&mut fin) };
+    if fin != 0 {
+        return;
+    }
+    if ABORT_AT_EXIT.load(Ordering::Relaxed) {
+        eprintln!(
+            "tiers: a world of this rank ended in failure (a panic, or World::fail): aborting the job (its peers may wait for this rank)"
+        );
+        // SAFETY: MPI_Abort on the world's communicator, MPI initialised and not finalised.
+        unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 101) };
+    }
+    if LIVE_WORLDS.load(Ordering::SeqCst) > 0 {
+        exit_with_open_world();
+    }
+    // No other thread of tiers calls MPI from here on (and the hook in MPI_Finalize finds
+    // it closed already).
+    close();
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: MPI_Finalize once, after init, from the thread that called exit (normally
+    // main), with no other tiers call in MPI.
+    unsafe { ffi::MPI_Finalize() };
 }
 
 extern "C" {
@@ -182,6 +339,7 @@ pub fn init(level: Threading) -> Result<()> {
         let rc = unsafe {
             ffi::MPI_Initialized(&mut flag);
             if flag != 0 {
+                hook_finalize();
                 ffi::MPI_Query_thread(&mut provided)
             } else {
                 super::segments::prefer_shared_windows_on_one_node();
@@ -193,6 +351,7 @@ pub fn init(level: Threading) -> Result<()> {
                 );
                 if rc == 0 {
                     atexit(finalize_at_exit);
+                    hook_finalize();
                 }
                 rc
             }
