@@ -291,12 +291,52 @@ fn hook_finalize() {
     }
 }
 
-extern "C" fn finalize_at_exit() {
+/// The exit handler (with the exit status where the C library gives it).
+#[cfg(target_env = "gnu")]
+extern "C" fn finalize_at_exit_with(status: c_int, _arg: *mut c_void) {
+    finalize_at_exit(status);
+}
+
+/// The exit handler where the C library does not give the exit status.
+#[cfg(not(target_env = "gnu"))]
+extern "C" fn finalize_at_exit_without() {
+    finalize_at_exit(0);
+}
+
+/// Registers [`finalize_at_exit`] to run when the process exits.
+fn finalize_when_exiting() {
+    // SAFETY: registering a handler that touches only statics and MPI.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        on_exit(finalize_at_exit_with, std::ptr::null_mut());
+    }
+    // SAFETY: as above.
+    #[cfg(not(target_env = "gnu"))]
+    unsafe {
+        atexit(finalize_at_exit_without);
+    }
+}
+
+/// What the process's exit does to MPI. A rank exiting with a non-zero status aborts the job
+/// (what mpirun does next anyway, by default, once the process is gone), because
+/// `MPI_Finalize` would first wait for every other rank, which may be waiting for this one.
+fn finalize_at_exit(status: c_int) {
     let mut fin: c_int = 0;
     // SAFETY: MPI_Finalized may be called at any time.
     unsafe { ffi::MPI_Finalized(&mut fin) };
     if fin != 0 {
         return;
+    }
+    if status != 0 && !ABORT_AT_EXIT.load(Ordering::Relaxed) {
+        let (rank, size) = rank_size(world());
+        if size > 1 {
+            eprintln!(
+                "tiers: rank {rank} exits with status {status}: aborting the job (finalising MPI would wait for ranks that may wait for this one)"
+            );
+            // SAFETY: MPI_Abort on the world's communicator, MPI initialised and not
+            // finalised.
+            unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, status) };
+        }
     }
     if ABORT_AT_EXIT.load(Ordering::Relaxed) {
         eprintln!(
@@ -318,7 +358,11 @@ extern "C" fn finalize_at_exit() {
 }
 
 extern "C" {
+    #[cfg(not(target_env = "gnu"))]
     fn atexit(cb: extern "C" fn()) -> c_int;
+    /// glibc's `atexit` that is handed the exit status.
+    #[cfg(target_env = "gnu")]
+    fn on_exit(cb: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
 }
 
 /// Initialises MPI once per process (later calls return the level provided the first time).
@@ -350,7 +394,7 @@ pub fn init(level: Threading) -> Result<()> {
                     &mut provided,
                 );
                 if rc == 0 {
-                    atexit(finalize_at_exit);
+                    finalize_when_exiting();
                     hook_finalize();
                 }
                 rc
