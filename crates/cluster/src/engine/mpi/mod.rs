@@ -39,6 +39,7 @@ pub mod baseline;
 mod coll;
 mod completion;
 mod doorbell;
+mod exit;
 mod notify;
 mod raw;
 mod segments;
@@ -446,7 +447,7 @@ impl MpiEngine {
                 let _ = sys::shm_unlink(&ctl_name);
             }
         }
-        raw::prepare_exit()?;
+        exit::prepare_exit()?;
         let engine = MpiEngine {
             rank,
             size,
@@ -488,7 +489,7 @@ impl MpiEngine {
             },
             yields,
         };
-        raw::world_made();
+        exit::world_made();
         Ok(engine)
     }
 
@@ -1117,7 +1118,7 @@ impl Engine for MpiEngine {
             // Peers on other hosts learn of it only from the launcher: the exit aborts the
             // job rather than waiting for them in MPI's finalisation.
             self.failed.store(true, Ordering::Relaxed);
-            raw::abort_at_exit();
+            exit::abort_at_exit();
         }
         self.host.leave(failed);
     }
@@ -1125,12 +1126,12 @@ impl Engine for MpiEngine {
 
 impl Drop for MpiEngine {
     fn drop(&mut self) {
-        raw::world_dropped();
+        exit::world_dropped();
         if std::thread::panicking() || *self.failed.get_mut() {
             // Freeing windows is collective: a failing rank must not wait for the others.
             // Nor can it finalise MPI at its exit (a fence over every process, while peers
             // may wait for this rank without a deadline): its exit aborts the job.
-            raw::abort_at_exit();
+            exit::abort_at_exit();
             return;
         }
         let s = std::mem::take(&mut *self.segs.get_mut().unwrap_or_else(|e| e.into_inner()));
