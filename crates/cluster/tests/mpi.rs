@@ -62,11 +62,7 @@ fn mpi_child() {
             // Every rank exits with its world open (never dropped), while a thread of it
             // keeps polling the engine: the exit must finalise MPI cleanly (before, such a
             // thread calling MPI while the exit finalised it crashed the process).
-            w.barrier(Timeout::Block).expect("barrier");
-            let w: &'static World = Box::leak(Box::new(w));
-            std::thread::spawn(move || loop {
-                let _ = w.progress_now();
-            });
+            leaked_and_polled(w);
             std::thread::sleep(Duration::from_millis(50));
             std::process::exit(0);
         }
@@ -75,11 +71,7 @@ fn mpi_child() {
             // polls the engine (a GASPI program calling MPI_Finalize before
             // gaspi_proc_term): from then on tiers must not call MPI, which Open MPI answers
             // by aborting the job; the world's end afterwards does nothing MPI would see.
-            w.barrier(Timeout::Block).expect("barrier");
-            let w: &'static World = Box::leak(Box::new(w));
-            std::thread::spawn(move || loop {
-                let _ = w.progress_now();
-            });
+            let w = leaked_and_polled(w);
             std::thread::sleep(Duration::from_millis(20));
             // SAFETY: MPI is initialised, not finalised, and called from the main thread.
             assert_eq!(unsafe { ::mpi::ffi::MPI_Finalize() }, 0);
@@ -113,6 +105,17 @@ fn mpi_child() {
         }
         other => panic!("unknown scenario {other}"),
     }
+}
+
+/// After a barrier, `w` leaked (its world is never dropped) with a thread of the rank
+/// polling its engine for good, as the GASPI library's watcher does.
+fn leaked_and_polled(w: World) -> &'static World {
+    w.barrier(Timeout::Block).expect("barrier");
+    let w: &'static World = Box::leak(Box::new(w));
+    std::thread::spawn(move || loop {
+        let _ = w.progress_now();
+    });
+    w
 }
 
 /// Ranks 0 and 1 take turns: each round one sends the other [`NOTIFY_IDS`] notifications

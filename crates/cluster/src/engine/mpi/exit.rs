@@ -65,9 +65,17 @@ fn exit_with_open_world() {
     let Some(&comm) = EXIT_COMM.get() else {
         return;
     };
-    let ms = config::env_str(config::env::MPI_EXIT_TIMEOUT_MS)
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(60_000);
+    let ms = match config::env_str(config::env::MPI_EXIT_TIMEOUT_MS) {
+        None => 60_000,
+        Some(v) => v.parse::<u64>().unwrap_or_else(|_| {
+            // At the exit there is no caller to return an error to: say so and go on.
+            eprintln!(
+                "tiers: {}={v} is not a number of milliseconds: waiting 60000 ms",
+                config::env::MPI_EXIT_TIMEOUT_MS
+            );
+            60_000
+        }),
+    };
     let (rank, size) = raw::rank_size(comm);
     if size <= 1 {
         return;
