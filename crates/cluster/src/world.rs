@@ -303,6 +303,19 @@ impl World {
         self.counters.stats(self.policy, self.proxy.is_some(), cpu)
     }
 
+    /// Whether `rank`'s one-sided operations on this rank's segments land straight in this
+    /// rank's memory: true for every rank on the shared-memory engines, for the ranks of
+    /// this host on the mpi engine (with one-sided operations between hosts as messages, or
+    /// on one host: with MPI windows between hosts, atomics go through MPI), and for this
+    /// rank alone on the tcp engine. A thread
+    /// waiting for data from a rank it shares memory with spins on that memory; data from
+    /// any other arrives only while this rank progresses
+    /// ([`progress_stand_by`](World::progress_stand_by) sleeps until it comes). False for a
+    /// rank outside the world.
+    pub fn shares_memory_with(&self, rank: Rank) -> bool {
+        rank < self.size && self.engine.shares_memory_with(rank)
+    }
+
     /// Lets the engine progress once, now, without waiting: on engines whose one-sided
     /// operations by other ranks complete at this rank only while it calls in (the mpi engine
     /// between hosts: one `MPI_Iprobe`), a thread that has nothing else to call (a watcher

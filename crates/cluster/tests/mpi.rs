@@ -31,6 +31,10 @@ use tiers_cluster::{Timeout, World};
 const SCENARIO: &str = "TIERS_TEST_SCENARIO";
 /// Where the ranks of a suite job record the outcome of each behaviour (one file per rank).
 const RESULTS: &str = "TIERS_TEST_RESULTS";
+/// Runs only the behaviours whose names contain this (a job started by hand to trace one).
+const ONLY: &str = "TIERS_TEST_ONLY";
+/// A behaviour of the suite that takes longer than this is named on stderr.
+const SLOW_BEHAVIOUR_S: u64 = 3;
 
 /// The rank side: does nothing unless started by an MPI launcher.
 #[test]
@@ -222,12 +226,25 @@ const NOTIFY_IDS: usize = 64;
 /// Started by hand (`.ci/multihost` runs the suite across namespaced hosts) there is no results
 /// directory: the behaviours run in order and the first failure fails the rank, naming it.
 fn play_suite(w: &World) {
+    // A behaviour that takes long is named on stderr by rank 0 (a job across hosts that
+    // nears its guard shows where its time went).
+    let timed = |name: &str, started: Instant| {
+        let took = started.elapsed();
+        if w.rank() == 0 && took > Duration::from_secs(SLOW_BEHAVIOUR_S) {
+            eprintln!("rank 0: behaviour {name} took {:.1} s", took.as_secs_f64());
+        }
+    };
     let Ok(dir) = std::env::var(RESULTS) else {
         for (name, f) in common::ALL {
+            if std::env::var(ONLY).is_ok_and(|o| !name.contains(&o)) {
+                continue;
+            }
+            let started = Instant::now();
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
                 eprintln!("rank {}: behaviour {name} failed", w.rank());
                 std::panic::resume_unwind(p);
             }
+            timed(name, started);
         }
         return;
     };
@@ -237,8 +254,12 @@ fn play_suite(w: &World) {
         .open(Path::new(&dir).join(w.rank().to_string()))
         .expect("results file");
     for (name, f) in common::ALL {
+        let started = Instant::now();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))) {
-            Ok(()) => writeln!(out, "ok {name}").expect("record"),
+            Ok(()) => {
+                timed(name, started);
+                writeln!(out, "ok {name}").expect("record")
+            }
             Err(p) => {
                 let msg = p
                     .downcast_ref::<String>()

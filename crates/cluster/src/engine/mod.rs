@@ -319,6 +319,13 @@ pub trait Engine: Send + Sync {
     fn needs_progress(&self) -> bool {
         false
     }
+    /// Whether `rank`'s one-sided operations on this rank's segments land straight in its
+    /// memory (shared memory on one host), so that nothing at this rank has to progress for
+    /// them. Engines whose transfers need no progress share memory with every rank; the
+    /// others at least with this rank.
+    fn shares_memory_with(&self, rank: Rank) -> bool {
+        !self.needs_progress() || rank == self.rank()
+    }
     /// One poll of the transport; returns whether it found work to do (when it can tell).
     fn progress(&self) -> Result<bool> {
         Ok(false)

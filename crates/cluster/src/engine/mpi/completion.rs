@@ -50,7 +50,12 @@ impl MpiEngine {
         let local = local && (self.am.is_some() || !q.large);
         let reqs = &mut q.reqs;
         let deadline = timeout.deadline();
+        // Whether a message was not written out by the time of the first test (MPI queued it:
+        // a connection being made, a full socket): its target may have been rung before it
+        // could come.
+        let mut passes = 0u32;
         self.am_until(deadline, || {
+            passes += 1;
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -61,12 +66,14 @@ impl MpiEngine {
             }
             Ok(reqs.is_empty())
         })?;
+        let queued = passes > 1;
         q.last = None;
         let large = std::mem::take(&mut q.large);
         let touched: Vec<_> = q.touched.drain().collect();
         if let Some(bell) = self.am.as_ref().and_then(|a| a.bell.as_ref()) {
-            if large {
-                // The payloads are out: their targets, asleep until a ring, read the rest.
+            if large || queued {
+                // The payloads (or messages MPI had queued) are out: their targets, asleep
+                // until a ring, read the rest.
                 for &(_, r) in &touched {
                     bell.nudge(r);
                 }

@@ -699,6 +699,12 @@ impl Engine for MpiEngine {
         self.hosts > 1
     }
 
+    fn shares_memory_with(&self, rank: Rank) -> bool {
+        // With other hosts and MPI windows, even this host's ranks' atomics go through MPI
+        // (`own_atomics`), which applies them only while this rank calls in.
+        rank == self.rank || self.local(rank).is_some() && (self.hosts == 1 || self.am.is_some())
+    }
+
     fn progress(&self) -> Result<bool> {
         if self.hosts > 1 {
             self.poll_mpi();
