@@ -36,13 +36,13 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
         corrupt_rank: a.corrupt_rank,
     };
     // Replicated (`tiers run --replicas R`): every replica of rank 0 prints the report and the
-    // launcher forwards each line once.
-    let out = tiers_cluster::spmd(|w| {
-        let rank = match tiers_cluster::twosided::Placement::from_env(w) {
-            Ok(Some(p)) => p.rank,
-            _ => w.rank(),
-        };
-        (rank, is::run(w, class, opts))
+    // launcher forwards each line once. Unreplicated, a rank whose run fails marks itself
+    // failed, so that ranks waiting for it hear of it (under mpirun its exit ends the job)
+    // instead of waiting out their timeouts; a replica does not: its rank lives on in the
+    // other replicas.
+    let out = tiers_cluster::spmd(|w| match tiers_cluster::twosided::Placement::from_env(w) {
+        Ok(Some(p)) => (p.rank, is::run(w, class, opts)),
+        _ => (w.rank(), w.fail_if_err(is::run(w, class, opts))),
     })?;
     let mut verified = true;
     for (r, o) in out {
