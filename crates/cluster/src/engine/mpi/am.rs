@@ -543,25 +543,21 @@ impl MpiEngine {
         loop {
             found |= self.am_poll()?;
             let headers = bell.behind();
-            if !headers {
-                bell.caught_up();
-                if !self.am_behind(bell) {
-                    break;
-                }
+            if !headers && !self.am_behind(bell) {
+                break;
             }
-            // Announced headers are on their way: poll for them (once per nap when they are
-            // already overdue). A payload alone may take long (its sender pushes it as it
-            // waits): poll briefly, then nap until its sender's ring says it has left, so as
-            // not to take the processor from it.
-            let limit = match (headers, bell.late()) {
-                (true, false) => doorbell::CATCH_UP,
-                (true, true) => Duration::ZERO,
-                (false, _) => doorbell::PAYLOAD_SPIN,
+            // Announced headers are on their way: poll for them. A payload alone may take
+            // long (its sender pushes it as it waits): poll briefly, then nap until its
+            // sender's ring says it has left, so as not to take the processor from it.
+            let limit = if headers {
+                doorbell::CATCH_UP
+            } else {
+                doorbell::PAYLOAD_SPIN
             };
             if start.elapsed() >= limit {
                 if headers {
-                    // Not in yet: keep polling between naps, up to `GIVE_UP`.
-                    bell.overdue();
+                    // Slow, or the ring was not one of ours.
+                    bell.forget();
                 }
                 break;
             }

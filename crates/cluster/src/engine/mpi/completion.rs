@@ -50,12 +50,11 @@ impl MpiEngine {
         let local = local && (self.am.is_some() || !q.large);
         let reqs = &mut q.reqs;
         let deadline = timeout.deadline();
-        // Whether a message was not written out by the time of the first test (MPI queued it:
-        // a connection being made, a full socket): its target may have been rung before it
-        // could come.
-        let mut passes = 0u32;
+        // A wait that outlasts the target's catch-up after a ring: MPI had queued the messages
+        // (a connection being made, a full socket), and the target, rung before they could
+        // come, may have gone back to sleep.
+        let started = std::time::Instant::now();
         self.am_until(deadline, || {
-            passes += 1;
             let mut i = 0;
             while i < reqs.len() {
                 if reqs[i].test()? {
@@ -66,7 +65,7 @@ impl MpiEngine {
             }
             Ok(reqs.is_empty())
         })?;
-        let queued = passes > 1;
+        let queued = started.elapsed() > super::doorbell::CATCH_UP;
         q.last = None;
         let large = std::mem::take(&mut q.large);
         let touched: Vec<_> = q.touched.drain().collect();

@@ -15,13 +15,11 @@
 //! datagram arrives, and lets MPI progress until it has taken in as many headers from that
 //! sender as the datagram announced (and any payload behind them), for at most
 //! [`CATCH_UP`]: the data itself still travels through MPI, the doorbell only says when to
-//! look. A header can come later than its ring: MPI had not written it out yet (a connection
-//! still being made, a processor the sender waits for). Then the stand-by keeps polling,
-//! once per short nap, for up to [`GIVE_UP`] before it forgets the ring (it used to forget it
-//! after `CATCH_UP` and sleep until its timeout, 20 s in a test, while the header sat in its
-//! socket); and a sender whose wait found its messages not yet written out rings again once
-//! they are. A datagram that is lost (UDP over a local network rarely loses one) costs the
-//! target one stand-by's timeout, as before; one from elsewhere costs `GIVE_UP` of naps.
+//! look. A header can come later than its ring (MPI queued it: a connection still being
+//! made, a full socket); a sender whose wait outlasted the target's `CATCH_UP` rings again
+//! once its messages are out, as it does after a large payload. A datagram that is lost
+//! (UDP over a local network rarely loses one) costs the target one stand-by's timeout, as
+//! before; one from elsewhere costs a spurious wake-up and is forgotten after `CATCH_UP`.
 //!
 //! The address a sender rings is the target's interface on a subnet of one of the sender's own
 //! interfaces (Open MPI's TCP transport chooses its routes the same way), else the target's
@@ -33,15 +31,10 @@ use crate::timeout::Deadline;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The longest a stand-by thread lets MPI progress after a ring before it sleeps again.
 pub(super) const CATCH_UP: Duration = Duration::from_micros(200);
-
-/// How long a stand-by thread keeps polling, a nap between polls, for headers announced by
-/// a ring that have not come, before it forgets them (slow beyond reason, or the ring was
-/// not one of ours).
-pub(super) const GIVE_UP: Duration = Duration::from_secs(1);
 
 /// The longest a stand-by thread polls for a payload still coming in before it naps.
 pub(super) const PAYLOAD_SPIN: Duration = Duration::from_micros(30);
@@ -67,10 +60,6 @@ pub(super) struct Doorbell {
     rung: Vec<AtomicU64>,
     /// Headers taken in from each rank.
     got: Vec<AtomicU64>,
-    /// When a catch-up first ran out with announced headers missing (nanoseconds since
-    /// `epoch`, plus one); 0 while none is missing.
-    late: AtomicU64,
-    epoch: Instant,
     /// Headers taken in since the socket was last drained.
     undrained: AtomicU64,
     me: Rank,
@@ -210,8 +199,6 @@ impl Doorbell {
             sent: zeros(),
             rung: zeros(),
             got: zeros(),
-            late: AtomicU64::new(0),
-            epoch: Instant::now(),
             undrained: AtomicU64::new(0),
             me,
         }))
@@ -270,42 +257,11 @@ impl Doorbell {
             .any(|(r, g)| r.load(Ordering::Relaxed) > g.load(Ordering::Relaxed))
     }
 
-    /// Forgets what rings announced beyond what was taken in (the rest is slow beyond
-    /// reason, or the ring was not one of ours).
-    fn forget(&self) {
+    /// Forgets what rings announced beyond what was taken in (a catch-up ran out of time:
+    /// the rest is slow, or the ring was not one of ours).
+    pub(super) fn forget(&self) {
         for (r, g) in self.rung.iter().zip(&self.got) {
             r.store(g.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        self.late.store(0, Ordering::Relaxed);
-    }
-
-    /// A catch-up ran out with announced headers missing: from now on the stand-by polls
-    /// once per nap for them, and after [`GIVE_UP`] since the first such catch-up it forgets
-    /// them. Whether it forgot them.
-    pub(super) fn overdue(&self) -> bool {
-        let now = self.epoch.elapsed().as_nanos() as u64 + 1;
-        match self
-            .late
-            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => false,
-            Err(since) if now.saturating_sub(since) >= GIVE_UP.as_nanos() as u64 => {
-                self.forget();
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Whether announced headers are overdue (a catch-up ran out before they came).
-    pub(super) fn late(&self) -> bool {
-        self.late.load(Ordering::Relaxed) != 0
-    }
-
-    /// Every announced header has come: none is overdue any more.
-    pub(super) fn caught_up(&self) {
-        if self.late() {
-            self.late.store(0, Ordering::Relaxed);
         }
     }
 
@@ -446,8 +402,6 @@ mod tests {
             sent: zeros(),
             rung: zeros(),
             got: zeros(),
-            late: AtomicU64::new(0),
-            epoch: Instant::now(),
             undrained: AtomicU64::new(0),
             me,
         };
@@ -496,8 +450,6 @@ mod tests {
             sent: zeros(),
             rung: zeros(),
             got: zeros(),
-            late: AtomicU64::new(0),
-            epoch: Instant::now(),
             undrained: AtomicU64::new(0),
             me: 0,
         };
@@ -507,8 +459,6 @@ mod tests {
             sent: zeros(),
             rung: zeros(),
             got: zeros(),
-            late: AtomicU64::new(0),
-            epoch: Instant::now(),
             undrained: AtomicU64::new(0),
             me: 1,
         };
@@ -522,48 +472,5 @@ mod tests {
         assert!(r1.behind(), "it announced a header not yet taken in");
         r1.took(0);
         assert!(!r1.behind());
-    }
-
-    #[test]
-    fn a_late_header_is_awaited_for_give_up_then_forgotten() {
-        let sock = || {
-            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.set_nonblocking(true).unwrap();
-            s
-        };
-        let zeros = || (0..2).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
-        let mut bell = Doorbell {
-            sock: sock(),
-            peers: vec![None, None],
-            sent: zeros(),
-            rung: zeros(),
-            got: zeros(),
-            late: AtomicU64::new(0),
-            epoch: Instant::now(),
-            undrained: AtomicU64::new(0),
-            me: 1,
-        };
-        bell.rung[0].store(3, Ordering::Relaxed);
-        bell.got[0].store(2, Ordering::Relaxed);
-        assert!(bell.behind() && !bell.late());
-        assert!(
-            !bell.overdue(),
-            "the first catch-up that runs out starts the clock"
-        );
-        assert!(bell.late() && bell.behind());
-        assert!(!bell.overdue(), "kept until GIVE_UP");
-        assert!(bell.behind());
-        bell.took(0);
-        assert!(!bell.behind());
-        bell.caught_up();
-        assert!(!bell.late());
-        // Another late header, GIVE_UP ago.
-        bell.rung[0].store(4, Ordering::Relaxed);
-        bell.epoch = Instant::now()
-            .checked_sub(GIVE_UP + Duration::from_millis(10))
-            .unwrap();
-        bell.late.store(1, Ordering::Relaxed);
-        assert!(bell.overdue(), "forgotten after GIVE_UP");
-        assert!(!bell.behind() && !bell.late());
     }
 }
