@@ -307,9 +307,8 @@ impl World {
     /// rank's memory: true for every rank on the shared-memory engines, for the ranks of
     /// this host on the mpi engine (with one-sided operations between hosts as messages, or
     /// on one host: with MPI windows between hosts, atomics go through MPI), and for this
-    /// rank alone on the tcp engine. A thread
-    /// waiting for data from a rank it shares memory with spins on that memory; data from
-    /// any other arrives only while this rank progresses
+    /// rank alone on the tcp engine. A thread waiting for data from a rank it shares memory
+    /// with spins on that memory; data from any other arrives only while this rank progresses
     /// ([`progress_stand_by`](World::progress_stand_by) sleeps until it comes). False for a
     /// rank outside the world.
     pub fn shares_memory_with(&self, rank: Rank) -> bool {
