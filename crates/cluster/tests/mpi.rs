@@ -13,6 +13,10 @@
 //! outcome at every rank of every job. A rank whose behaviour fails records the failure and
 //! ends at once, which ends its job: the behaviours after it are reported as not reached.
 //!
+//! Started by hand (as `.ci/multihost` does across namespaced hosts), rank 0 names on stderr
+//! every behaviour that took longer than 3 s (seen with `--nocapture`, or when the job fails),
+//! and `TIERS_TEST_ONLY=NAME` plays only the behaviours whose names contain NAME.
+//!
 //! Without `mpirun` on the PATH the launching tests say so and pass (the MPI library is needed
 //! to build this feature at all, the launcher to run it: `.ci/mpi` installs both).
 #![cfg(feature = "mpi")]
