@@ -170,12 +170,19 @@ fn random_kills(engine: &str, runs: usize) {
     let file_arg = file.to_string_lossy().to_string();
     let launch = |r, c, e| launch_on(engine, r, c, e, &["--report", &file_arg]);
     let mut rng = Rng::new();
-    // How long a replicated run takes here, without a kill: the kills land anywhere in it,
-    // from the processes' start (the world's join, the segment's registration) to the end.
-    let t0 = Instant::now();
-    let o = launch(2, "W", &[]).wait_with_output().expect("runs");
-    assert!(o.status.success(), "{}", text(&o).1);
-    let span = t0.elapsed().as_millis().max(20) as u64;
+    // How long a replicated run takes here, without a kill: the kills land anywhere in its
+    // first three quarters (counted from when all four processes are seen), from the
+    // processes' start (the world's join, the segment's registration) on. The faster of two
+    // runs: the first after a build may pay for loading the binary, and kills timed on it
+    // landed after the end of the warm runs (4 of 10 hits once).
+    let mut span = u64::MAX;
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        let o = launch(2, "W", &[]).wait_with_output().expect("runs");
+        assert!(o.status.success(), "{}", text(&o).1);
+        span = span.min(t0.elapsed().as_millis() as u64 * 3 / 4);
+    }
+    let span = span.max(20);
     let mut hits = 0;
     for i in 0..runs {
         let child = launch(2, "W", &[]);
