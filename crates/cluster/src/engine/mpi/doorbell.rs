@@ -377,36 +377,38 @@ mod tests {
         assert!(turned_off(Some("yes")).is_err());
     }
 
-    #[test]
-    fn rings_are_counted_and_junk_is_ignored() {
-        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
-        a.set_nonblocking(true).unwrap();
-        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
-        b.set_nonblocking(true).unwrap();
-        let pa = match a.local_addr().unwrap() {
-            std::net::SocketAddr::V4(v) => v,
-            _ => unreachable!(),
+    /// Two ranks' doorbells on loopback, each ringing the other; `pb`: rank 1's address.
+    fn pair() -> (Doorbell, Doorbell, SocketAddrV4) {
+        let sock = || {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_nonblocking(true).unwrap();
+            let at = match s.local_addr().unwrap() {
+                std::net::SocketAddr::V4(v) => v,
+                _ => unreachable!(),
+            };
+            (s, at)
         };
-        let pb = match b.local_addr().unwrap() {
-            std::net::SocketAddr::V4(v) => v,
-            _ => unreachable!(),
-        };
+        let ((a, pa), (b, pb)) = (sock(), sock());
         let zeros = || (0..2).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
-        let bell = |sock, me, peer| Doorbell {
+        let bell = |sock, me, peers| Doorbell {
             sock,
-            peers: if me == 0 {
-                vec![None, Some(peer)]
-            } else {
-                vec![Some(peer), None]
-            },
+            peers,
             sent: zeros(),
             rung: zeros(),
             got: zeros(),
             undrained: AtomicU64::new(0),
             me,
         };
-        let r0 = bell(a, 0, pb);
-        let r1 = bell(b, 1, pa);
+        (
+            bell(a, 0, vec![None, Some(pb)]),
+            bell(b, 1, vec![Some(pa), None]),
+            pb,
+        )
+    }
+
+    #[test]
+    fn rings_are_counted_and_junk_is_ignored() {
+        let (r0, r1, pb) = pair();
         assert!(!r1.wait(Duration::from_millis(1)), "nothing rang");
         r0.ring(1);
         r0.ring(1);
@@ -434,34 +436,7 @@ mod tests {
         // A rank that takes its headers in its own waits never stands by: without reading
         // the rings as it takes the headers, the socket fills (~256 rings) and the kernel
         // drops the ring a later stand-by needs.
-        let (a, b) = (
-            UdpSocket::bind("127.0.0.1:0").unwrap(),
-            UdpSocket::bind("127.0.0.1:0").unwrap(),
-        );
-        b.set_nonblocking(true).unwrap();
-        let to = match b.local_addr().unwrap() {
-            std::net::SocketAddr::V4(v) => v,
-            _ => unreachable!(),
-        };
-        let zeros = || (0..2).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
-        let r0 = Doorbell {
-            sock: a,
-            peers: vec![None, Some(to)],
-            sent: zeros(),
-            rung: zeros(),
-            got: zeros(),
-            undrained: AtomicU64::new(0),
-            me: 0,
-        };
-        let r1 = Doorbell {
-            sock: b,
-            peers: vec![None, None],
-            sent: zeros(),
-            rung: zeros(),
-            got: zeros(),
-            undrained: AtomicU64::new(0),
-            me: 1,
-        };
+        let (r0, r1, _) = pair();
         for _ in 0..5000 {
             r0.ring(1);
             r1.took(0);
