@@ -610,10 +610,11 @@ api! {
         if num == 0 || num > c.cfg.allreduce_elem_max {
             return Err(GASPI_ERR_INV_NUM);
         }
-        // More bytes than a contribution may hold is a size error, as GPI-2 has it.
+        // More bytes than a contribution may hold is a size error, as GPI-2 has it; so are
+        // elements of no bytes (the callback would get buffers that hold nothing).
         let bytes = (num as u64)
             .checked_mul(esize)
-            .filter(|&b| b <= c.cfg.allreduce_buf_size)
+            .filter(|&b| b > 0 && b <= c.cfg.allreduce_buf_size)
             .ok_or(GASPI_ERR_INV_SIZE)? as usize;
         let input = std::slice::from_raw_parts(send as *const u8, bytes).to_vec();
         let output = std::slice::from_raw_parts_mut(recv as *mut u8, bytes);

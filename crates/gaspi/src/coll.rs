@@ -61,7 +61,16 @@ impl Ctx {
         f: impl FnOnce(&mut CollSlot, gaspi_timeout_t) -> R<T>,
     ) -> R<T> {
         let start = Instant::now();
-        drop(self.group(g)?);
+        // A member that is gone can take part in no collective of the group any more: every
+        // one fails at once, a pending one (left by the failure) included.
+        let gone = self.group(g)?.group.as_ref().is_some_and(|grp| {
+            grp.members
+                .iter()
+                .any(|&m| m != self.rank && self.health(m).is_gone())
+        });
+        if gone {
+            return Err(GASPI_ERROR);
+        }
         let slot = &self.colls[g as usize];
         let mut s = self.lock_within(slot, timeout)?;
         if s.active.is_some_and(|a| a != kind) {
@@ -74,6 +83,14 @@ impl Ctx {
         let pending = s.bar_pending || s.red_pending.is_some() || matches!(r, Err(GASPI_TIMEOUT));
         s.active = pending.then_some(kind);
         r
+    }
+
+    /// Whether member `m`, whose part of a collective has not arrived (`short`), never will:
+    /// it is gone, failed or exited (a killed rank and one that ended without
+    /// `gaspi_proc_term` exit), and its part is still missing when looked at again after its
+    /// health, so that a member that did its part and then left does not fail the call.
+    fn left_short(&self, m: usize, short: impl Fn() -> bool) -> bool {
+        self.health(m).is_gone() && short()
     }
 
     /// Raises counter word `off` at `rank`, which only this rank writes, by one, to `count`,
@@ -119,8 +136,9 @@ impl Ctx {
         let bexp = s.bexp.clone();
         self.poll(timeout, || {
             for &m in &members {
-                if m != self.rank && self.word(self.bar(gi, m)).load(Ordering::Acquire) < bexp[m] {
-                    if self.health(m) == tiers_cluster::Health::Failed {
+                let short = || self.word(self.bar(gi, m)).load(Ordering::Acquire) < bexp[m];
+                if m != self.rank && short() {
+                    if self.left_short(m, short) {
                         return Err(GASPI_ERROR);
                     }
                     return Ok(false);
@@ -196,8 +214,9 @@ impl Ctx {
         let rexp = s.rexp.clone();
         self.poll(timeout, || {
             for &m in &members {
-                if m != self.rank && self.word(self.rcnt(gi, m)).load(Ordering::Acquire) < rexp[m] {
-                    if self.health(m) == tiers_cluster::Health::Failed {
+                let short = || self.word(self.rcnt(gi, m)).load(Ordering::Acquire) < rexp[m];
+                if m != self.rank && short() {
+                    if self.left_short(m, short) {
                         return Err(GASPI_ERROR);
                     }
                     return Ok(false);

@@ -308,13 +308,16 @@ fn maps() -> Option<Vec<Map>> {
         let mut f = l.split_ascii_whitespace();
         let (lo, hi) = f.next()?.split_once('-')?;
         let perms = f.next()?.as_bytes();
+        // The main thread's stack cannot be bound: see `on_this_stack`.
+        let stack = l.ends_with("[stack]");
         out.push(Map {
             lo: usize::from_str_radix(lo, 16).ok()?,
             hi: usize::from_str_radix(hi, 16).ok()?,
             private_rw: perms.len() >= 4
                 && perms[0] == b'r'
                 && perms[1] == b'w'
-                && perms[3] == b'p',
+                && perms[3] == b'p'
+                && !stack,
         });
     }
     Some(out)
@@ -324,6 +327,9 @@ fn maps() -> Option<Vec<Map>> {
 /// may copy and then map the heap over (reading an unmapped page would fault, and mapping over
 /// a shared one would cut it off from whatever else maps it).
 fn private_rw(lo: usize, hi: usize) -> bool {
+    if on_this_stack(lo, hi) {
+        return false;
+    }
     let Some(maps) = maps() else {
         return false;
     };
@@ -338,6 +344,30 @@ fn private_rw(lo: usize, hi: usize) -> bool {
         }
     }
     false
+}
+
+/// Whether `[lo, hi)` meets the calling thread's stack. Binding copies the pages and then
+/// maps the heap over them; on the stack the frames of the bind call itself change between
+/// the copy and the mapping, and the mapping would bring back their old bytes (return
+/// addresses among them). A stack array is refused (`GASPI_ERR_MEMALLOC`), as is the main
+/// thread's stack from any thread (`[stack]` in `maps`).
+fn on_this_stack(lo: usize, hi: usize) -> bool {
+    // SAFETY: an attribute object filled by pthread_getattr_np for this thread, read and
+    // destroyed once.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            // Where the stack cannot be told, a range around this frame is refused.
+            let here = &attr as *const _ as usize;
+            return lo <= here && here < hi;
+        }
+        let mut addr = std::ptr::null_mut();
+        let mut size = 0;
+        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        let base = addr as usize;
+        r == 0 && base < hi && lo < base.saturating_add(size)
+    }
 }
 
 /// Turns the pages of a bound range back into private memory with the same bytes: a fresh

@@ -12,7 +12,7 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 14] = [
+const TESTS: [&str; 15] = [
     "segments",
     "spin",
     "notify",
@@ -27,6 +27,7 @@ const TESTS: [&str; 14] = [
     "contention",
     "dead",
     "noterm",
+    "group_dead",
 ];
 /// No test of the suite takes more than a few seconds; a hang ends the job here.
 const LIMIT: Duration = Duration::from_secs(120);

@@ -94,6 +94,9 @@ main (void)
   EXPECT (gaspi_allreduce_user (mine, res, 2, ~(gaspi_size_t) 0, maxloc, &state,
                                 GASPI_GROUP_ALL, GASPI_BLOCK),
           GASPI_ERR_INV_SIZE);
+  /* Elements of no bytes: the callback would get buffers that hold nothing. */
+  EXPECT (gaspi_allreduce_user (mine, res, 4, 0, maxloc, &state, GASPI_GROUP_ALL, GASPI_BLOCK),
+          GASPI_ERR_INV_SIZE);
   EXPECT (gaspi_allreduce_user (mine, res, emax + 1, 1, maxloc, &state, GASPI_GROUP_ALL,
                                 GASPI_BLOCK),
           GASPI_ERR_INV_NUM);

@@ -62,8 +62,14 @@ main (void)
   /* Memory that is not the program's to bind is refused, before anything is read from it:
    * an unmapped address, a range past the end of its mapping, read-only memory, memory of
    * the library's own (segment 0's notification words), a range that overlaps a segment in
-   * part, and one that shares a page with a bound segment. */
+   * part, one that shares a page with a bound segment, and the caller's stack (mapping
+   * over it would bring back the bind call's own frames as they were before the copy). */
   int local_int = 0;
+  char stackbuf[5000];
+  memset (stackbuf, 0x3c, sizeof stackbuf);
+  EXPECT (gaspi_segment_bind (3, stackbuf, sizeof stackbuf, 0), GASPI_ERR_MEMALLOC);
+  for (size_t i = 0; i < sizeof stackbuf; i++)
+    TRUE (stackbuf[i] == 0x3c);
   static const char text[8192] = "read-only";
   char *c0 = (char *) p0;
   EXPECT (gaspi_segment_bind (3, (gaspi_pointer_t) 0x1000, 64, 0), GASPI_ERR_MEMALLOC);
