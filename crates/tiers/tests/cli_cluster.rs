@@ -41,6 +41,38 @@ fn run_passes_the_environment_and_prefixes_output() {
     );
 }
 
+/// A rank that fails while the launcher still starts the others (reaped in the start loop)
+/// ends the job too: the ranks started after it are ended after the grace. The race is
+/// narrow, so the job runs several times; each must end well before the others' sleep.
+#[test]
+fn run_ends_the_rest_after_a_failure_seen_while_starting() {
+    for _ in 0..8 {
+        let t = Instant::now();
+        let (code, _, err) = tiers(&[
+            "run",
+            "-n",
+            "4",
+            "--grace",
+            "0.2",
+            "--",
+            "sh",
+            "-c",
+            "if [ $TIERS_RANK = 0 ]; then exit 3; fi; exec sleep 60",
+        ]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains("rank 0 (pid ") && err.contains("exited with code 3"),
+            "{err}"
+        );
+        assert!(err.contains("after a failure"), "{err}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
 #[test]
 fn run_reports_a_rank_killed_by_a_signal_and_ends_the_rest() {
     let t = Instant::now();

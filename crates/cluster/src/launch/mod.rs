@@ -432,9 +432,14 @@ impl Job {
             .map(|_| [Arc::default(), Arc::default()])
             .collect();
         let started = Instant::now();
+        // A failure seen while the ranks start (reaped there), kept for the watch below: it
+        // is seen only once, and the ranks that started after it must still be ended.
+        let mut lost_early: Option<Option<usize>> = None;
         for r in 0..procs {
             // Ranks that already ended are reaped while the others start.
-            self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
+            if let Some(lost) = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false) {
+                lost_early.get_or_insert(lost);
+            }
             self.tell_rendezvous(tcp.as_ref(), &ends);
             let mut cmd = Command::new(&self.program);
             let size = if reps > 1 { procs } else { self.n };
@@ -554,7 +559,9 @@ impl Job {
                 failed_at = Some(Instant::now().checked_sub(self.grace).unwrap_or(started));
             }
             let stopping = termed_at.is_some() || output_closed;
-            let lost = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping);
+            let lost = self
+                .reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping)
+                .or(lost_early.take());
             self.tell_rendezvous(tcp.as_ref(), &ends);
             if let Some(lost) = lost {
                 failed_at.get_or_insert_with(Instant::now);
