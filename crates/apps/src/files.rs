@@ -23,7 +23,22 @@ pub fn temporary_beside(path: &Path) -> PathBuf {
 
 /// Writes `bytes` to `path` atomically: either the old file stays whole or the new one is
 /// there whole, never a mixture or a truncated file.
+///
+/// Symbolic links are followed (the link stays and names the new file); a target that is not
+/// a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is written straight into, since
+/// renaming over it would destroy it ([`tiers_cluster::output_target`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let path =
+        &match tiers_cluster::output_target(path).map_err(|e| Error::io(path, "writing", e))? {
+            tiers_cluster::OutputTarget::Replace(p) => p,
+            tiers_cluster::OutputTarget::Stream(p) => {
+                return std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .and_then(|mut f| f.write_all(bytes))
+                    .map_err(|e| Error::io(&p, "writing", e));
+            }
+        };
     let tmp = temporary_beside(path);
     let res = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -52,6 +67,35 @@ mod tests {
         write_atomic(&p, b"first").unwrap();
         write_atomic(&p, b"second").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"second");
+        // Through a symbolic link: the link stays and names the new bytes.
+        let link = dir.join("link.txt");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("out.txt", &link).unwrap();
+        write_atomic(&link, b"third").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&p).unwrap(), b"third");
+        // Into a FIFO (read by a thread), which stays a FIFO.
+        use std::os::unix::fs::FileTypeExt;
+        let fifo = dir.join("fifo.txt");
+        let _ = std::fs::remove_file(&fifo);
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_atomic(&fifo, b"streamed").unwrap();
+        assert_eq!(reader.join().unwrap(), b"streamed");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        std::fs::remove_file(&fifo).unwrap();
+        std::fs::remove_file(&link).unwrap();
         // A target that cannot be replaced (a directory) leaves no temporary file behind.
         let sub = dir.join("sub");
         std::fs::create_dir_all(&sub).unwrap();

@@ -68,7 +68,7 @@ pub use config::{
 pub use engine::{Engine, Transfer, TransportStats};
 pub use error::{Error, IoError, Mismatch, Rank, Result};
 pub use health::Health;
-pub use output::{Commit, RankFile};
+pub use output::{output_target, Commit, OutputTarget, RankFile};
 pub use progress::{Progress, ProgressStats};
 pub use queue::Queue;
 pub use segment::Segment;

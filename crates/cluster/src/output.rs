@@ -29,6 +29,47 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// Where the bytes written "to" a path go ([`output_target`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputTarget {
+    /// A regular file (or none yet) at this path, with symbolic links followed: replaced
+    /// whole by a temporary file renamed over it, the links left in place.
+    Replace(PathBuf),
+    /// Something that is not a regular file and cannot be replaced (a device such as
+    /// `/dev/null` or `/dev/stdout`, a FIFO, a socket): written straight into, as a shell's
+    /// redirection would, since renaming over it would destroy it.
+    Stream(PathBuf),
+}
+
+/// Resolves the output path `path`: follows symbolic links (a dangling one names the file it
+/// would create), and tells a regular file from a device or a FIFO. A directory is
+/// `Replace` (the rename then fails with a clear error, and the callers check for one first).
+///
+/// # Errors
+///
+/// A loop of links, or a link that cannot be read.
+pub fn output_target(path: &Path) -> io::Result<OutputTarget> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            Ok(m) if m.is_file() || m.is_dir() => return Ok(OutputTarget::Replace(p)),
+            Ok(_) => return Ok(OutputTarget::Stream(p)),
+            Err(_) => return Ok(OutputTarget::Replace(p)),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: too many levels of symbolic links", path.display()),
+    ))
+}
+
 /// What [`RankFile::commit`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Commit {
@@ -66,10 +107,32 @@ impl RankFile {
     ///
     /// When `path` has no file name or the temporary file cannot be created.
     pub fn create(path: impl AsRef<Path>) -> io::Result<RankFile> {
-        let path = path.as_ref().to_path_buf();
+        let path = match output_target(path.as_ref())? {
+            OutputTarget::Replace(p) => p,
+            OutputTarget::Stream(p) => {
+                // Nothing to rename over: the bytes go straight in (every replica's).
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+                return Ok(RankFile {
+                    tmp: PathBuf::new(),
+                    path: p,
+                    file: Some(file),
+                });
+            }
+        };
         let (tmp, _) = tmp_names(&path)?;
-        let file = File::create(&tmp)
-            .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", tmp.display())))?;
+        let file = File::create(&tmp).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: cannot write a file in its directory ({e}; the temporary file {} beside it)",
+                    path.display(),
+                    tmp.display()
+                ),
+            )
+        })?;
         Ok(RankFile {
             path,
             tmp,
@@ -84,7 +147,12 @@ impl RankFile {
     ///
     /// When the data cannot be synced or the rename fails (the temporary file is removed).
     pub fn commit(mut self) -> io::Result<Commit> {
-        let file = self.file.take().expect("a RankFile is committed once");
+        let mut file = self.file.take().expect("a RankFile is committed once");
+        if self.tmp.as_os_str().is_empty() {
+            // A stream (see `create`): written in place.
+            file.flush()?;
+            return Ok(Commit::Written);
+        }
         file.sync_all()?;
         drop(file);
         sweep_dead_replicas(&self.path);
@@ -186,6 +254,68 @@ fn sweep_dead_replicas(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Symbolic links are followed (and stay links); a FIFO is written into, and stays one.
+    #[test]
+    fn links_are_followed_and_fifos_written_into() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = std::env::temp_dir().join(format!("tiers-target-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("real")).unwrap();
+        let file = dir.join("real/out.txt");
+        std::fs::write(&file, b"old").unwrap();
+        let link = dir.join("link.txt");
+        std::os::unix::fs::symlink("real/out.txt", &link).unwrap();
+        assert_eq!(
+            output_target(&link).unwrap(),
+            OutputTarget::Replace(dir.join("real/out.txt"))
+        );
+        let mut f = RankFile::create(&link).unwrap();
+        f.write_all(b"through the link").unwrap();
+        f.commit().unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&file).unwrap(), b"through the link");
+        // A dangling link names the file it would create.
+        let dangling = dir.join("dangling.txt");
+        std::os::unix::fs::symlink("real/new.txt", &dangling).unwrap();
+        assert_eq!(
+            output_target(&dangling).unwrap(),
+            OutputTarget::Replace(dir.join("real/new.txt"))
+        );
+        // A loop of links is an error, not a hang.
+        std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
+        std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
+        assert!(output_target(&dir.join("a")).is_err());
+        // A FIFO: read by a thread while the file is written.
+        let fifo = dir.join("fifo.txt");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            output_target(&fifo).unwrap(),
+            OutputTarget::Stream(_)
+        ));
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let mut f = RankFile::create(&fifo).unwrap();
+        f.write_all(b"into the fifo").unwrap();
+        assert_eq!(f.commit().unwrap(), Commit::Written);
+        assert_eq!(reader.join().unwrap(), b"into the fifo");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert_eq!(
+            output_target(Path::new("/dev/null")).unwrap(),
+            OutputTarget::Stream("/dev/null".into())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_commit_replaces_the_file_whole_and_an_abandoned_one_leaves_it() {

@@ -43,6 +43,23 @@ pub fn check(inputs: &[&Path], outputs: &[Output<'_>]) -> Res {
             .extension()
             .and_then(|e| e.to_str())
             .map(|e| e.to_ascii_lowercase());
+        let bare = o
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| {
+                o.extensions
+                    .iter()
+                    .any(|e| n.eq_ignore_ascii_case(&format!(".{e}")))
+            });
+        if bare {
+            return Err(format!(
+                "{} {}: the file needs a name before its extension (a name that starts with a dot is a hidden file without one)",
+                o.option,
+                o.path.display()
+            )
+            .into());
+        }
         if !ext.as_deref().is_some_and(|e| o.extensions.contains(&e)) {
             return Err(format!(
                 "{} {}: unknown output format: name it {}",
@@ -85,7 +102,14 @@ pub fn check(inputs: &[&Path], outputs: &[Output<'_>]) -> Res {
         if std::fs::metadata(o.path).is_ok_and(|m| m.is_dir()) {
             return Err(format!("{} {} is a directory", o.option, o.path.display()).into());
         }
-        writable_dir(o)?;
+        // Through symbolic links to the file they name (its directory takes the temporary
+        // file); a device or a FIFO is written into, with nothing beside it.
+        match tiers_cluster::output_target(o.path)
+            .map_err(|e| format!("{} {}: {e}", o.option, o.path.display()))?
+        {
+            tiers_cluster::OutputTarget::Replace(p) => writable_dir(&Output { path: &p, ..*o })?,
+            tiers_cluster::OutputTarget::Stream(_) => {}
+        }
     }
     Ok(())
 }

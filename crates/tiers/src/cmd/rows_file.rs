@@ -49,6 +49,18 @@ impl Drop for Cleanup<'_> {
 
 /// Writes `block` (this rank's rows) into `out` with every other rank (collective).
 pub fn write(world: &World, out: &Path, format: Format, block: &RowBlock) -> Res<()> {
+    // Through symbolic links to the file they name; a device or a FIFO takes no rows at
+    // offsets (every rank would have to write it in order).
+    let out = &match tiers_cluster::output_target(out)? {
+        tiers_cluster::OutputTarget::Replace(p) => p,
+        tiers_cluster::OutputTarget::Stream(p) => {
+            return Err(format!(
+                "{}: not a regular file: a matrix written by rows across ranks needs one (write a file, or run on one rank)",
+                p.display()
+            )
+            .into())
+        }
+    };
     let n = block.n;
     let (header, elem) = match format {
         Format::SpidalLe | Format::SpidalBe => (Vec::new(), 2u64),
