@@ -525,10 +525,18 @@ pub fn read_rows(
     let size = f.metadata().map_err(io)?.len();
     let (start, elem, n, fortran) = match format {
         Format::Csv => {
-            return Err(crate::Error::Invalid(format!(
-                "{}: a CSV matrix cannot be read by rows: use .bin or .npy",
-                path.display()
-            )))
+            // Text has no offsets: the whole matrix is read (CSV is for small matrices)
+            // and the rows taken from it.
+            let m = read(path, big_endian, None)?;
+            if rows.end > m.n || rows.start > rows.end {
+                return Err(crate::Error::Invalid(format!(
+                    "{}: rows {rows:?} of a {n}x{n} matrix",
+                    path.display(),
+                    n = m.n
+                )));
+            }
+            let data = (rows.clone()).flat_map(|i| m.row(i).to_vec()).collect();
+            return Ok(crate::distance::RowBlock { n: m.n, rows, data });
         }
         Format::SpidalLe | Format::SpidalBe => {
             let count = size / 2;
@@ -545,10 +553,7 @@ pub fn read_rows(
             // The header is small: read it and judge it as from_npy does.
             let head = crate::npy::read_head(&mut f).map_err(io)?;
             let l = npy_layout(&head, path)?;
-            if l.width != 4 {
-                return Err(ferr(path, "reading by rows needs a <f4 .npy"));
-            }
-            (l.data as u64, 4u64, l.n, l.fortran)
+            (l.data as u64, l.width as u64, l.n, l.fortran)
         }
     };
     if rows.end > n || rows.start > rows.end {
@@ -598,10 +603,19 @@ pub fn read_rows(
             .map_err(io)?;
         f.read_exact(&mut bytes).map_err(io)?;
     }
-    let data: Vec<f32> = match format {
-        Format::Npy => bytes
+    // The values as `from_npy` reads them: <f4 as is, <f8 narrowed, <i2 scaled to [0, 1].
+    let data: Vec<f32> = match (format, elem) {
+        (Format::Npy, 4) => bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        (Format::Npy, 8) => bytes
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32)
+            .collect(),
+        (Format::Npy, _) => bytes
+            .chunks_exact(2)
+            .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])) / 32767.0)
             .collect(),
         _ => from_spidal_rows(&bytes, format == Format::SpidalBe, n, rows.start, path)?,
     };
@@ -779,12 +793,32 @@ mod tests {
             }
             assert!(read_rows(&p, be, 3..6).is_err());
         }
+        // A CSV (read whole), and <f8 and <i2 .npy files (by offset) give the rows that one
+        // process reads from them.
         let csv = dir.join("m.csv");
         write(&csv, &m, false).unwrap();
-        assert!(read_rows(&csv, false, 0..1)
-            .unwrap_err()
-            .to_string()
-            .contains("by rows"));
+        let mut f8 = crate::npy::header("<f8", false, &[5, 5]);
+        let mut i2 = crate::npy::header("<i2", false, &[5, 5]);
+        for v in &m.data {
+            f8.extend_from_slice(&f64::from(*v).to_le_bytes());
+            i2.extend_from_slice(&((v * 32767.0).round() as i16).to_le_bytes());
+        }
+        std::fs::write(dir.join("f8.npy"), f8).unwrap();
+        std::fs::write(dir.join("i2.npy"), i2).unwrap();
+        for name in ["m.csv", "f8.npy", "i2.npy"] {
+            let p = dir.join(name);
+            let whole = read(&p, false, None).unwrap();
+            for rows in [0..5, 0..0, 1..3, 4..5] {
+                let b = read_rows(&p, false, rows.clone()).unwrap();
+                assert_eq!(b.n, 5);
+                assert_eq!(
+                    b.data,
+                    whole.data[rows.start * 5..rows.end * 5],
+                    "{name} {rows:?}"
+                );
+            }
+            assert!(read_rows(&p, false, 3..6).is_err(), "{name}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

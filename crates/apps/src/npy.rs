@@ -94,42 +94,128 @@ pub fn parse(bytes: &[u8]) -> Result<Header, String> {
         return Err("truncated .npy header".into());
     }
     let header = std::str::from_utf8(&bytes[start..start + hlen]).map_err(|_| "bad .npy header")?;
-    let field = |key: &str| -> Option<&str> {
-        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
-        header[at..]
-            .trim_start()
-            .strip_prefix(':')
-            .map(str::trim_start)
+    let mut descr = None;
+    let mut fortran = None;
+    let mut shape = None;
+    for (key, value) in dict(header)? {
+        let slot_taken = match key.as_str() {
+            "descr" => descr.replace(value).is_some(),
+            "fortran_order" => fortran.replace(value).is_some(),
+            "shape" => shape.replace(value).is_some(),
+            k => return Err(format!("unknown key '{k}' in .npy header")),
+        };
+        if slot_taken {
+            return Err(format!("key '{key}' twice in .npy header"));
+        }
+    }
+    let descr = match descr {
+        Some(Value::Str(d)) => d,
+        Some(Value::Other(v)) if v.starts_with('[') => {
+            return Err(format!(
+                "a structured dtype {v} in .npy header: not supported"
+            ))
+        }
+        _ => return Err("no dtype in .npy header (descr must be a string such as '<f8')".into()),
     };
-    let descr = field("descr")
-        .and_then(|r| r.strip_prefix('\''))
-        .and_then(|r| r.split('\'').next())
-        .ok_or("no dtype in .npy header")?
-        .to_string();
-    let fortran = match field("fortran_order") {
-        Some(r) if r.starts_with("True") => true,
-        Some(r) if r.starts_with("False") => false,
-        _ => return Err("no fortran_order in .npy header".into()),
+    let fortran = match fortran {
+        Some(Value::Other(v)) if v == "True" => true,
+        Some(Value::Other(v)) if v == "False" => false,
+        _ => return Err("no fortran_order in .npy header (True or False)".into()),
     };
-    let dims = field("shape")
-        .and_then(|r| r.strip_prefix('('))
-        .and_then(|r| r.split(')').next())
-        .ok_or("no shape in .npy header")?;
-    let shape = dims
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| {
-            x.parse()
-                .map_err(|_| format!("bad shape ({dims}) in .npy header"))
-        })
-        .collect::<Result<Vec<usize>, String>>()?;
+    let shape = match shape {
+        Some(Value::Tuple(dims)) => dims
+            .iter()
+            .map(|x| {
+                x.bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| x.parse::<usize>().ok())
+                    .flatten()
+                    .ok_or_else(|| format!("bad shape ({}) in .npy header", dims.join(", ")))
+            })
+            .collect::<Result<Vec<usize>, String>>()?,
+        Some(_) => return Err("bad shape in .npy header: not a tuple".into()),
+        None => return Err("no shape in .npy header".into()),
+    };
     Ok(Header {
         data: start + hlen,
         descr,
         fortran,
         shape,
     })
+}
+
+/// A value of a `.npy` header's dictionary.
+#[derive(Debug)]
+enum Value {
+    /// A quoted string, unquoted.
+    Str(String),
+    /// A tuple's items, as written (`(3, 4)`, `(5,)`, `()`).
+    Tuple(Vec<String>),
+    /// Anything else, as written (`True`, `False`, a list).
+    Other(String),
+}
+
+/// The entries of the Python dictionary literal that a `.npy` header holds (`{'descr': '<f8',
+/// 'fortran_order': False, 'shape': (3, 4), }`, with either kind of quote), followed by
+/// nothing but blanks, in order.
+fn dict(text: &str) -> Result<Vec<(String, Value)>, String> {
+    let bad = |what: &str| format!("malformed .npy header ({what}): {}", text.trim_end());
+    let mut rest = text
+        .trim_start()
+        .strip_prefix('{')
+        .ok_or_else(|| bad("no '{'"))?;
+    let mut out = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix('}') {
+            if !r.trim().is_empty() {
+                return Err(bad("text after the dictionary"));
+            }
+            return Ok(out);
+        }
+        let (key, r) = quoted(rest).ok_or_else(|| bad("a key that is not a quoted string"))?;
+        rest = r
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or_else(|| bad("no ':' after a key"))?;
+        rest = rest.trim_start();
+        let (value, r) = if let Some((v, r)) = quoted(rest) {
+            (Value::Str(v), r)
+        } else if let Some(r) = rest.strip_prefix('(') {
+            let close = r.find(')').ok_or_else(|| bad("a tuple without ')'"))?;
+            let items = r[..close]
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect();
+            (Value::Tuple(items), &r[close + 1..])
+        } else if rest.starts_with('[') {
+            let close = rest.rfind(']').ok_or_else(|| bad("a list without ']'"))?;
+            (Value::Other(rest[..=close].to_string()), &rest[close + 1..])
+        } else {
+            let end = rest
+                .find([',', '}'])
+                .ok_or_else(|| bad("no ',' or '}' after a value"))?;
+            (Value::Other(rest[..end].trim().to_string()), &rest[end..])
+        };
+        out.push((key, value));
+        rest = r.trim_start();
+        if let Some(r) = rest.strip_prefix(',') {
+            rest = r;
+        } else if !rest.starts_with('}') {
+            return Err(bad("no ',' or '}' after a value"));
+        }
+    }
+}
+
+/// A string in single or double quotes at the start of `s` (no escapes: none of a header's
+/// strings needs one), and what follows it.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let q = s.chars().next().filter(|&c| c == '\'' || c == '"')?;
+    let body = &s[1..];
+    let end = body.find(q)?;
+    Some((body[..end].to_string(), &body[end + 1..]))
 }
 
 /// A numeric dtype read as complex values: complex128 and complex64 (a value per pair of
@@ -318,6 +404,13 @@ mod tests {
         assert_eq!(parse(&file(1, one)).unwrap().shape, [5]);
         let scalar = "{'descr': '<f4', 'fortran_order': False, 'shape': (), }";
         assert!(parse(&file(1, scalar)).unwrap().shape.is_empty());
+        // Double quotes, no trailing comma, other spacing: NumPy reads these too.
+        let other = "{\"descr\":\"<c8\",\"fortran_order\":True,\"shape\":(2,3)}  \n";
+        let h = parse(&file(1, other)).unwrap();
+        assert_eq!(
+            (h.descr.as_str(), h.fortran, h.shape),
+            ("<c8", true, vec![2, 3])
+        );
     }
 
     #[test]
@@ -352,6 +445,39 @@ mod tests {
                 "bad shape",
             ),
         ];
+        let more = [
+            (
+                "{'descr':'<c16','fortran_order':False,'shape':(8,8",
+                "malformed",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), } GARBAGE",
+                "text after",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (+8, 8), }",
+                "bad shape",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), 'shape': (4, 4)}",
+                "twice",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), 'x': 1}",
+                "unknown key",
+            ),
+            (
+                "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+                "structured",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2, 2), }",
+                "fortran_order",
+            ),
+        ];
+        let cases = cases
+            .into_iter()
+            .chain(more.into_iter().map(|(d, w)| (file(1, d), w)));
         for (bytes, want) in cases {
             let e = parse(&bytes).unwrap_err();
             assert!(e.contains(want), "{e} lacks {want}");

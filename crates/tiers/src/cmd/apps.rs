@@ -516,12 +516,14 @@ fn cluster_report(
 }
 
 /// At most as many clusters as points, said when the request is larger.
-fn fit_clusters(opts: &mut ClusterOptions, n: usize) {
+fn fit_clusters(opts: &mut ClusterOptions, n: usize, say: bool) {
     if opts.max_clusters > n {
-        eprintln!(
-            "[cluster] {n} points: at most {n} clusters (--max-clusters {})",
-            opts.max_clusters
-        );
+        if say {
+            eprintln!(
+                "[cluster] {n} points: at most {n} clusters (--max-clusters {})",
+                opts.max_clusters
+            );
+        }
         opts.max_clusters = n;
     }
 }
@@ -593,7 +595,7 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
         Some(refp) => Some(read_labels(refp, d.n)?),
         None => None,
     };
-    fit_clusters(&mut opts, d.n);
+    fit_clusters(&mut opts, d.n, !a.quiet);
     opts.validate(d.n)?;
     if let Some(v) = raise(&mut d.data, a.power) {
         return Err(power_overflow(a.power, v));
@@ -612,7 +614,8 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
 /// products δ·M gathered from every rank; rank 0 writes the labels.
 fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
-    fit_clusters(&mut opts, n);
+    // One rank says it: lines of several processes on one terminal interleave.
+    fit_clusters(&mut opts, n, !a.quiet && w.rank() == 0);
     opts.validate(n)?;
     let mut block = rows_of(w, &a.input, a.big_endian, a.symmetrize)?;
     raise_rows(w, &mut block.data, a.power)?;
