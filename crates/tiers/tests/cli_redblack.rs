@@ -73,7 +73,19 @@ fn redblack_variants_print_tables_2_3_and_agree() {
 fn redblack_refuses_bad_arguments() {
     let (code, _, err) = tiers(&["redblack", "--threads", "3", "--irr", "3:1:1"], &[]);
     assert_ne!(code, Some(0));
-    assert!(err.contains("needs 2 weights"), "{err}");
+    assert!(
+        err.contains("3 weights, but irr has 2 compute threads"),
+        "{err}"
+    );
+    let (code, _, err) = tiers(
+        &["redblack", "--n", "4", "--iters", "18446744073709551615"],
+        &[],
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("--iters 18446744073709551615 is out of range"),
+        "{err}"
+    );
     let (code, _, err) = tiers(&["redblack", "--variant", "plain"], &[]);
     assert_ne!(code, Some(0));
     assert!(err.contains("mtp-olap-xtra"), "{err}");

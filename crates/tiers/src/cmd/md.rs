@@ -112,6 +112,10 @@ pub fn run(a: MdArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
+/// The relative energy drift above which a run is reported as unphysical (a stable run of
+/// velocity Verlet stays orders of magnitude below it).
+const MAX_SANE_DRIFT: f64 = 0.1;
+
 fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
     let pool = Pool::builder().threads(a.threads).build()?;
     let mut es: Vec<Energy> = Vec::new();
@@ -131,6 +135,17 @@ fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
         Op::Max,
         Timeout::Block,
     )?;
+    // Particles thrown out of any meaningful range (overlapping particles and a large time
+    // step) leave no finite coordinate: an error, not a result.
+    if let Some(i) = r.x.iter().chain(&r.v).position(|c| !c.is_finite()) {
+        return Err(format!(
+            "the simulation became unstable: particle {} has a non-finite position or velocity \
+             after {} steps; lower --dt or --temperature",
+            (i % r.x.len()) / 3,
+            o.steps
+        )
+        .into());
+    }
     if w.rank() != 0 {
         return Ok(());
     }
@@ -158,6 +173,13 @@ fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
             .map(|e| ((e.total() - e0) / e0).abs())
             .fold(0.0, f64::max);
         outln!("energy: initial {e0:.10} largest relative drift {drift:.3e}")?;
+        if drift.is_nan() || drift > MAX_SANE_DRIFT {
+            eprintln!(
+                "tiers md: warning: the total energy drifted by {drift:.3e} of its initial value \
+                 (more than {MAX_SANE_DRIFT}): the time step is too large for this temperature \
+                 and density, and the trajectory is not physical; lower --dt"
+            );
+        }
         let mut s = String::from("step,kinetic,potential,total\n");
         for (k, e) in es.iter().enumerate() {
             let _ = writeln!(s, "{k},{},{},{}", e.kinetic, e.potential, e.total());

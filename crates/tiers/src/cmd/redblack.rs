@@ -593,6 +593,10 @@ pub fn summarize(w: &World, b: &Block, t: &Times) -> tiers_cluster::Result<([f64
     Ok((tmax, r[0].sqrt(), e[0]))
 }
 
+/// The most iterations a run may ask for (as `md`'s steps: a count no run could finish is a
+/// typing error, refused before anything starts).
+const MAX_ITERS: usize = 1_000_000_000;
+
 /// The largest weight of `--irr` (a ratio, not a size: a million to one is already no split).
 const IRR_MAX: usize = 1_000_000;
 
@@ -631,10 +635,14 @@ pub fn parse_irr(s: &str, count: usize) -> Result<Vec<usize>, String> {
     if let Some(x) = w.iter().find(|&&x| x > IRR_MAX) {
         return Err(format!("--irr {s}: weight {x} above {IRR_MAX}"));
     }
-    if w.len() != count || w.iter().all(|&x| x == 0) {
+    if w.len() != count {
         return Err(format!(
-            "--irr {s}: needs {count} weights (one per compute thread of irr: --threads - 1), not all 0"
+            "--irr {s}: {} weights, but irr has {count} compute threads (--threads - 1): give one weight each",
+            w.len()
         ));
+    }
+    if w.iter().all(|&x| x == 0) {
+        return Err(format!("--irr {s}: the weights are all 0"));
     }
     Ok(w)
 }
@@ -642,6 +650,13 @@ pub fn parse_irr(s: &str, count: usize) -> Result<Vec<usize>, String> {
 /// Runs `tiers redblack`.
 pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
     check_size(a.n, a.threads).map_err(|e| format!("tiers redblack: {e}"))?;
+    if a.iters > MAX_ITERS {
+        return Err(format!(
+            "tiers redblack: --iters {} is out of range 0..={MAX_ITERS}",
+            a.iters
+        )
+        .into());
+    }
     let irr = match &a.irr {
         Some(s) => parse_irr(s, Variant::Irr.compute_threads(a.threads))?,
         None => Vec::new(),
