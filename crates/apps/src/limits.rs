@@ -23,16 +23,55 @@ pub fn check_alloc(what: &str, count: usize, elem_bytes: usize) -> Result<usize>
             "{what}: {count} elements of {elem_bytes} bytes overflow the address space"
         ))
     })?;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     if let Some(mem) = physical_memory() {
         if bytes as u64 > mem {
             return Err(Error::Invalid(format!(
                 "{what} needs {:.1} GiB, more than this machine's {:.1} GiB of memory",
-                bytes as f64 / (1u64 << 30) as f64,
-                mem as f64 / (1u64 << 30) as f64
+                gib(bytes as u64),
+                gib(mem)
+            )));
+        }
+    }
+    for (limit, whose) in [
+        (
+            address_space_limit(),
+            "this process's address-space limit (ulimit -v)",
+        ),
+        (
+            cgroup_memory_limit(),
+            "its control group's memory limit (memory.max)",
+        ),
+    ] {
+        if let Some(l) = limit.filter(|&l| bytes as u64 > l) {
+            return Err(Error::Invalid(format!(
+                "{what} needs {:.1} GiB, more than the {:.1} GiB of {whose}",
+                gib(bytes as u64),
+                gib(l)
             )));
         }
     }
     Ok(bytes)
+}
+
+/// The soft `RLIMIT_AS` of this process, when it has one.
+pub fn address_space_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+/// The memory limit of this process's control group (cgroup v2 `memory.max`), when it has one.
+pub fn cgroup_memory_limit() -> Option<u64> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let max =
+        std::fs::read_to_string(format!("/sys/fs/cgroup{}/memory.max", path.trim_end())).ok()?;
+    max.trim().parse().ok()
 }
 
 /// `a * b`, or an error naming `what`.

@@ -199,6 +199,30 @@ fn absurd_sizes_of_generated_data_are_refused_at_once() {
     assert!(!d.0.join("x.fasta").exists());
 }
 
+/// A size that fits the machine but not the process's address-space limit (`ulimit -v`) is
+/// refused by name, not an abort in the allocator.
+#[test]
+fn the_address_space_limit_is_judged_before_allocating() {
+    let d = Dir::new("ulimit");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000 && exec '{}' fft2d --n 16384 --out '{}'",
+            env!("CARGO_BIN_EXE_tiers"),
+            d.path("y.npy")
+        ))
+        .output()
+        .expect("sh");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{err}"
+    );
+    assert!(err.contains("address-space limit"), "{err}");
+    assert!(!d.0.join("y.npy").exists());
+}
+
 #[test]
 fn reference_points_are_checked_before_the_output_is_written() {
     let d = Dir::new("mdsref");
