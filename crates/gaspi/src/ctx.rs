@@ -250,6 +250,10 @@ pub struct Ctx {
     /// The engine's progress can sleep until data arrives (the tcp engine): the watcher
     /// stands by in it, and a call that waits drives it itself ([`Ctx::poll`]).
     pub sleeps: bool,
+    /// A call that waits drives the engine's progress itself, sleeping in it at most this
+    /// long at a time ([`Ctx::drive`]): on the tcp engine, and on the mpi engine where other
+    /// hosts ring a doorbell (whose sleep this host's ranks cannot end: shorter naps).
+    drive_nap: Option<Duration>,
     /// The local segments, by GASPI segment id.
     pub segs: RwLock<Vec<Option<Seg>>>,
     /// The heap's free ranges `(offset, length)`, in offset order.
@@ -415,6 +419,11 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
             drives && e.progress_stands_by(),
         )
     };
+    let drive_nap = if sleeps {
+        Some(DRIVE_NAP)
+    } else {
+        stands_by.then_some(POLL_NAP_MAX)
+    };
     let qn = cfg.queue_num.min(QUEUE_MAX) as usize;
     let c = Box::new(Ctx {
         rank,
@@ -424,6 +433,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         cfg,
         mem_engine,
         sleeps,
+        drive_nap,
         segs: RwLock::new(vec![None; NSEG]),
         free: Mutex::new(vec![(lay.arena, heap_len - lay.arena)]),
         lay,
@@ -961,8 +971,8 @@ impl Ctx {
         if self.mem_engine {
             return poll(timeout, cond);
         }
-        if self.sleeps {
-            return self.drive(timeout, cond);
+        if let Some(nap) = self.drive_nap {
+            return self.drive(timeout, nap, cond);
         }
         poll(timeout, || {
             if cond()? {
@@ -978,15 +988,22 @@ impl Ctx {
         })
     }
 
-    /// [`poll`] on an engine whose progress sleeps until data arrives (the tcp engine): the
-    /// caller claims the engine's progress (the watcher steps aside) and runs its passes
-    /// itself, without waiting for `POLL_NAP_MAX` after the spin, then sleeping in the
-    /// engine's `epoll_wait` for up to `DRIVE_NAP`, woken by arriving data (or by a local
-    /// notification, [`World::progress_interrupt`](tiers_cluster::World::progress_interrupt)).
+    /// [`poll`] on an engine whose progress sleeps until data arrives (the tcp engine, the
+    /// mpi engine's doorbell): the caller claims the engine's progress (the watcher steps
+    /// aside) and runs its passes itself, without waiting for `POLL_NAP_MAX` after the spin,
+    /// then sleeping in the engine's progress for up to `nap` (`epoll_wait` on the tcp
+    /// engine, woken by arriving data or by a local notification,
+    /// [`World::progress_interrupt`](tiers_cluster::World::progress_interrupt); the doorbell
+    /// on the mpi engine, woken by another host's operation).
     /// Applying an arriving write in the waiting thread saves the hand-over from the watcher,
     /// a wake-up per message: 50 µs per step of GPI-2's `write_notify_lat` and `barrier` on
     /// loopback before, on a loaded 2-core host.
-    fn drive(&self, timeout: gaspi_timeout_t, mut cond: impl FnMut() -> R<bool>) -> R<()> {
+    fn drive(
+        &self,
+        timeout: gaspi_timeout_t,
+        nap: Duration,
+        mut cond: impl FnMut() -> R<bool>,
+    ) -> R<()> {
         if cond()? {
             return Ok(());
         }
@@ -1009,7 +1026,7 @@ impl Ctx {
             if waited < tiers_node::Backoff::SPIN_TIME {
                 self.w.progress_now();
             } else {
-                self.w.progress_wait(DRIVE_NAP);
+                self.w.progress_wait(nap);
             }
         }
     }

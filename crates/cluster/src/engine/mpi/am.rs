@@ -29,6 +29,7 @@
 //! wait of the engine, at `World::progress`, and in the GASPI library's watcher. Between
 //! those, as with windows over osc pt2pt, a rank that computes answers nobody.
 
+use super::aside::Aside;
 use super::doorbell::{self, Doorbell};
 use super::raw::{self, Comm, Req};
 use super::{MpiEngine, SEG_HEADER};
@@ -227,6 +228,8 @@ pub(super) struct Am {
     rx: Mutex<Rx>,
     /// Wakes a target's stand-by thread when a header leaves for it (see [`Doorbell`]).
     pub(super) bell: Option<Doorbell>,
+    /// The stand-by steps aside while a thread waits in calls of its own.
+    pub(super) aside: Aside,
 }
 
 impl Am {
@@ -239,6 +242,7 @@ impl Am {
             tx: Mutex::new(()),
             rx: Mutex::new(Rx::default()),
             bell: Doorbell::open(comm, bell_off)?,
+            aside: Aside::default(),
         })
     }
 
@@ -523,24 +527,52 @@ impl MpiEngine {
         Ok(found)
     }
 
-    /// A stand-by thread's pass where rings wake it ([`Doorbell`]): sleeps until a ring
-    /// arrives or `max` passes (a short nap while a payload is still coming in), then applies
-    /// what arrived, polling until every announced header and its payload are in or
+    /// A pass that sleeps on the doorbell ([`Doorbell`]): until a ring arrives or `max`
+    /// passes (a short nap while a payload is still coming in), then applies what arrived,
+    /// polling until every announced header and its payload are in or
     /// [`doorbell::CATCH_UP`] has passed. Whether it found anything. Without a doorbell,
     /// one poll.
-    pub(super) fn am_stand_by(&self, max: Duration) -> Result<bool> {
-        let Some(bell) = self.am.as_ref().and_then(|a| a.bell.as_ref()) else {
+    ///
+    /// `standing_by`: the caller is a stand-by thread (it computes nothing and waits for
+    /// nothing of its own). While another thread of the rank holds a claim it steps aside
+    /// ([`Aside`]) instead, and a claim made while it slept ends its catch-up: the claimant
+    /// takes the headers in itself.
+    pub(super) fn am_wait(&self, max: Duration, standing_by: bool) -> Result<bool> {
+        let Some(am) = self.am.as_ref() else {
             return self.progress();
         };
+        let Some(bell) = am.bell.as_ref() else {
+            return self.progress();
+        };
+        let aside = standing_by.then_some(&am.aside);
+        if let Some(a) = aside {
+            if !a.stand() {
+                a.step_aside(max);
+                return Ok(false);
+            }
+        } else if am.aside.standing() {
+            // The stand-by still sleeps on the doorbell (kicked by the claim, it leaves at
+            // once): one thread sleeps there at a time, or the one that wakes first drains
+            // the ring and the other sleeps through it.
+            let found = self.am_poll()?;
+            std::thread::yield_now();
+            return Ok(found);
+        }
         let nap = if self.am_behind(bell) {
             STAND_BY_NAP.min(max)
         } else {
             max
         };
         let rang = bell.wait(nap);
+        if let Some(a) = aside {
+            a.sat();
+        }
         let start = Instant::now();
         let mut found = false;
         loop {
+            if aside.is_some_and(|a| a.claimed()) {
+                break;
+            }
             found |= self.am_poll()?;
             let headers = bell.behind();
             if !headers && !self.am_behind(bell) {

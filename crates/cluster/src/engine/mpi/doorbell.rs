@@ -235,6 +235,16 @@ impl Doorbell {
         let _ = self.sock.send_to(&b, *to);
     }
 
+    /// Wakes a thread of this rank asleep in [`wait`](Self::wait) (a stand-by that must step
+    /// aside): a datagram to this rank's own socket that announces nothing.
+    pub(super) fn kick(&self) {
+        if let Ok(a) = self.sock.local_addr() {
+            let _ = self
+                .sock
+                .send_to(&[0u8], SocketAddrV4::new(Ipv4Addr::LOCALHOST, a.port()));
+        }
+    }
+
     /// Counts a header taken in from `src`. Every [`DRAIN_EVERY`] headers the rings that
     /// announced them are read from the socket, whichever thread took them in: a rank that
     /// takes its headers in its own waits, never standing by, would otherwise leave them

@@ -35,6 +35,7 @@
 
 mod algo;
 mod am;
+mod aside;
 pub mod baseline;
 mod coll;
 mod completion;
@@ -722,9 +723,36 @@ impl Engine for MpiEngine {
 
     fn progress_stand_by(&self, max: Duration) -> Result<bool> {
         if self.progress_stands_by() {
-            self.am_stand_by(max)
+            self.am_wait(max, true)
         } else {
             self.progress()
+        }
+    }
+
+    /// With a doorbell, a pass that sleeps on it up to `max`. It wakes only for other
+    /// hosts' operations: a caller that also waits for this host's ranks (whose writes land
+    /// in shared memory and ring nothing) keeps `max` short.
+    fn progress_wait(&self, max: Duration) -> Result<bool> {
+        if self.progress_stands_by() {
+            self.am_wait(max, false)
+        } else {
+            self.progress()
+        }
+    }
+
+    fn progress_claim(&self) {
+        if let Some(am) = &self.am {
+            if am.aside.claim() {
+                if let Some(b) = &am.bell {
+                    b.kick();
+                }
+            }
+        }
+    }
+
+    fn progress_release(&self) {
+        if let Some(am) = &self.am {
+            am.aside.release();
         }
     }
     fn rank(&self) -> Rank {
