@@ -330,7 +330,8 @@ impl World {
 
     /// Like [`progress_now`](World::progress_now), but on an engine whose progress can sleep
     /// until its transport has work (the tcp engine: one pass whose `epoll_wait` lasts up to
-    /// `max`) it sleeps until data arrives or `max` passes, so a watcher thread applies
+    /// `max`; the mpi engine's doorbell, rung by other hosts' operations only) it sleeps until
+    /// data arrives or `max` passes, so a watcher thread applies
     /// arriving writes at once and costs nothing meanwhile. Elsewhere it does nothing (no
     /// progress needed) or polls once. Returns whether the engine needs such calls.
     pub fn progress_wait(&self, max: std::time::Duration) -> bool {
@@ -356,10 +357,11 @@ impl World {
     /// Claims the engine's progress for the calling thread, which is about to wait for data
     /// by calling [`progress_now`](World::progress_now) and
     /// [`progress_wait`](World::progress_wait) in a loop (a library's own wait on memory that
-    /// arriving writes change). On the tcp engine a stand-by thread then steps aside, so the
-    /// waiting thread applies what arrives itself instead of being woken by the stand-by
-    /// after it did: one wake-up per message fewer. The tiers calls that wait claim on their
-    /// own. Claims nest; each ends when its guard is dropped.
+    /// arriving writes change). On the tcp engine, and on the mpi engine's messages mode
+    /// with doorbells, a stand-by thread then steps aside, so the waiting thread applies what
+    /// arrives itself instead of being woken by the stand-by after it did (or polling beside
+    /// it): one wake-up per message fewer. The tcp engine's own waits claim on their own.
+    /// Claims nest; each ends when its guard is dropped.
     pub fn progress_claim(&self) -> ProgressClaim<'_> {
         self.engine.progress_claim();
         ProgressClaim(&*self.engine)

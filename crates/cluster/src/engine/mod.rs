@@ -337,7 +337,8 @@ pub trait Engine: Send + Sync {
         false
     }
     /// One poll of the transport that may sleep up to `max` until it has something to do
-    /// (where [`progress_sleeps`](Engine::progress_sleeps)); elsewhere one [`progress`](Engine::progress).
+    /// (where [`progress_sleeps`](Engine::progress_sleeps), and on the mpi engine until another
+    /// host rings its doorbell); elsewhere one [`progress`](Engine::progress).
     fn progress_wait(&self, max: std::time::Duration) -> Result<bool> {
         let _ = max;
         self.progress()
