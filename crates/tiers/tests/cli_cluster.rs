@@ -276,7 +276,17 @@ fn run_refuses_jobs_this_host_cannot_hold() {
             ],
             "ranks per host",
         ),
-        (vec!["--grace", "1e20"], "--grace"),
+        (vec!["--grace", "1e20"], "from 0 to 86400"),
+        (
+            vec![
+                "--engine", "tcp", "-n", "1", "--hosts", "a:1,b:1", "--port", "0",
+            ],
+            "--port 0 with --hosts",
+        ),
+        (
+            vec!["--engine", "tcp", "-n", "1", "--hosts", "[::1]:1,b:1"],
+            "IPv6 addresses are not supported",
+        ),
         (vec!["--timeout", "soon"], "duration"),
         (vec!["--timeout", "0"], "--timeout must be longer than zero"),
     ] {

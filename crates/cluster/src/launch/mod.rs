@@ -177,6 +177,17 @@ impl Hosts {
         if hosts.iter().map(|h| h.1).sum::<usize>() > MAX_RANKS * hosts.len() {
             return Err(invalid("--hosts: too many ranks".into()));
         }
+        if port == 0 {
+            // Every host's launcher must know where the first one serves the rendezvous.
+            return Err(invalid(
+                "--port 0 with --hosts: the other hosts could not learn a port picked at random; give the same port to every host's launcher".into(),
+            ));
+        }
+        if let Some((a, _)) = hosts.iter().find(|h| h.0.contains(':')) {
+            return Err(invalid(format!(
+                "--hosts: {a:?}: IPv6 addresses are not supported (give an IPv4 address or a host name)"
+            )));
+        }
         Ok(Hosts { hosts, this, port })
     }
 

@@ -3,7 +3,6 @@
 //! tiers); `run` is a `gaspi_run`-compatible launcher over the cluster tier's.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use tiers_cluster::launch::{self, End, Job};
 
 /// The headers of `crates/gaspi/include`.
@@ -118,8 +117,7 @@ pub fn run(a: GaspiArgs) -> Result<(), Box<dyn std::error::Error>> {
             if n == 0 {
                 return Err("no ranks: -n 0 or an empty machine file".into());
             }
-            let grace = Duration::try_from_secs_f64(grace)
-                .map_err(|_| format!("--grace must be a number of seconds, not {grace}"))?;
+            let grace = super::run::grace_period(grace)?;
             launch::catch_termination();
             let mut job =
                 Job::new(n, launch::resolve(&command[0])).args(command[1..].iter().cloned());

@@ -87,10 +87,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is not a duration a job can have"))
 }
 
+/// The longest `--grace` (a day: a grace period is seconds, not a schedule).
+const GRACE_MAX: f64 = 86_400.0;
+
+/// `--grace` as a duration: seconds, from 0 to [`GRACE_MAX`].
+pub fn grace_period(g: f64) -> Result<Duration, String> {
+    if !(0.0..=GRACE_MAX).contains(&g) {
+        return Err(format!(
+            "--grace {g}: must be a number of seconds from 0 to {GRACE_MAX}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(g))
+}
+
 /// Launches the job; an error naming every rank that failed.
 pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let grace = Duration::try_from_secs_f64(a.grace)
-        .map_err(|_| format!("--grace must be a number of seconds, not {:?}", a.grace))?;
+    let grace = grace_period(a.grace)?;
     if a.timeout.is_some_and(|t| t.is_zero()) {
         return Err("--timeout must be longer than zero (a job cannot start in no time)".into());
     }
