@@ -160,6 +160,31 @@ fn md_refuses_bad_parameters() {
     assert!(e.contains("both name"), "{e}");
     let e = fail(&["md", "--n", "8", "--energy", &dir.path("e.npy")]);
     assert!(e.contains("unknown output format"), "{e}");
+    // Within every range, yet too hot and dense for the time step: the energy explodes,
+    // and the run says that its trajectory is not physical.
+    let e = dir.path("e.csv");
+    let (_, _, err) = tiers(&[
+        "md",
+        "--n",
+        "64",
+        "--steps",
+        "200",
+        "--dt",
+        "0.05",
+        "--temperature",
+        "100",
+        "--density",
+        "1.2",
+        "--energy",
+        &e,
+    ]);
+    assert!(
+        err.contains("not physical") || err.contains("became unstable"),
+        "{err}"
+    );
+    // A stable run says nothing of the kind.
+    let (ok, _, err) = tiers(&["md", "--n", "64", "--steps", "50", "--energy", &e]);
+    assert!(ok && !err.contains("not physical"), "{err}");
 }
 
 /// The implementations of a benchmark's JSON report, each with a positive value.
