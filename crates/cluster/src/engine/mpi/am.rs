@@ -246,6 +246,16 @@ impl Am {
         })
     }
 
+    /// A thread starts waiting in calls of its own ([`Aside::claim`]); a stand-by asleep on
+    /// the doorbell is kicked out of it, since only one thread may sleep there.
+    pub(super) fn claim(&self) {
+        if self.aside.claim() {
+            if let Some(b) = &self.bell {
+                b.kick();
+            }
+        }
+    }
+
     /// Sends header message `msg` to `rank` and rings its doorbell. Under `tx`.
     ///
     /// # Safety

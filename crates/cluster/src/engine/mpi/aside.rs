@@ -96,17 +96,22 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
+    /// A stand-by stepping aside (for up to 20 s) in a thread of its own; how long it napped.
+    fn nap_in_thread(a: &Arc<Aside>) -> std::thread::JoinHandle<Duration> {
+        let b = a.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            b.step_aside(Duration::from_secs(20));
+            start.elapsed()
+        })
+    }
+
     #[test]
     fn the_last_release_ends_the_nap() {
         let a = Arc::new(Aside::default());
         a.claim();
         a.claim();
-        let b = a.clone();
-        let t = std::thread::spawn(move || {
-            let start = Instant::now();
-            b.step_aside(Duration::from_secs(20));
-            start.elapsed()
-        });
+        let t = nap_in_thread(&a);
         std::thread::sleep(Duration::from_millis(50));
         a.release();
         std::thread::sleep(Duration::from_millis(50));
@@ -132,12 +137,7 @@ mod tests {
         let a = Arc::new(Aside::default());
         for _ in 0..2000 {
             a.claim();
-            let b = a.clone();
-            let t = std::thread::spawn(move || {
-                let start = Instant::now();
-                b.step_aside(Duration::from_secs(20));
-                start.elapsed()
-            });
+            let t = nap_in_thread(&a);
             a.release();
             let napped = t.join().unwrap();
             assert!(napped < Duration::from_secs(10), "a release was missed");

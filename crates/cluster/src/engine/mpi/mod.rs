@@ -742,11 +742,7 @@ impl Engine for MpiEngine {
 
     fn progress_claim(&self) {
         if let Some(am) = &self.am {
-            if am.aside.claim() {
-                if let Some(b) = &am.bell {
-                    b.kick();
-                }
-            }
+            am.claim();
         }
     }
 
