@@ -59,7 +59,7 @@ fn run_ends_the_rest_after_a_failure_seen_while_starting() {
             "-c",
             "if [ $TIERS_RANK = 0 ]; then exit 3; fi; exec sleep 60",
         ]);
-        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(code, Some(3), "{err}");
         assert!(
             err.contains("rank 0 (pid ") && err.contains("exited with code 3"),
             "{err}"
@@ -109,11 +109,43 @@ fn run_reports_a_rank_exit_code() {
         "-c",
         "exit $((TIERS_RANK * 3))",
     ]);
-    assert_ne!(code, Some(0));
+    // The job's status is the failed rank's own, as mpirun reports it.
+    assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains("rank 1 (pid ") && err.contains("exited with code 3"),
         "{err}"
     );
+}
+
+#[test]
+fn run_exits_with_the_status_of_the_rank_that_failed_first() {
+    // Rank 2 fails at once with 7; ranks 0 and 1 fail later with other codes (as a program
+    // whose peers see the failure would): the first failure is the job's status.
+    let (code, _, err) = tiers(&[
+        "run",
+        "-n",
+        "3",
+        "--grace",
+        "5",
+        "--",
+        "sh",
+        "-c",
+        "if [ $TIERS_RANK = 2 ]; then exit 7; fi; sleep 1; exit $((TIERS_RANK + 1))",
+    ]);
+    assert_eq!(code, Some(7), "{err}");
+    assert!(err.contains("rank 2: exit code 7"), "{err}");
+    // A rank killed by a signal: 128 + the signal, as a shell reports it.
+    let (code, _, err) = tiers(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "if [ $TIERS_RANK = 1 ]; then kill -9 $$; fi; sleep 30",
+    ]);
+    assert_eq!(code, Some(128 + 9), "{err}");
+    assert!(err.contains("rank 1: signal 9"), "{err}");
 }
 
 #[test]

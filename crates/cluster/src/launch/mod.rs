@@ -84,6 +84,10 @@ pub struct Outcome {
     /// What each entry of `ends` is, for messages: `rank P`, or `replica K of rank L` in a
     /// replicated job (on a host of a `--hosts` list, its ranks in the whole job).
     pub names: Vec<String>,
+    /// The entry of `ends` that failed first in time (exited with a code other than 0 or was
+    /// killed by a signal, not by the launcher): the cause, where the others' failures may
+    /// only be its consequences. `tiers run` exits with its code, as `mpirun` does.
+    pub first_failure: Option<usize>,
 }
 
 impl Outcome {
@@ -446,11 +450,14 @@ impl Job {
         // A failure seen while the ranks start (reaped there), kept for the watch below: it
         // is seen only once, and the ranks that started after it must still be ended.
         let mut lost_early: Option<Option<usize>> = None;
+        let mut first_failure: Option<usize> = None;
         for r in 0..procs {
             // Ranks that already ended are reaped while the others start.
-            if let Some(lost) = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false) {
+            let reaped = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
+            if let Some(lost) = reaped.lost {
                 lost_early.get_or_insert(lost);
             }
+            first_failure = first_failure.or(reaped.first_failure);
             self.tell_rendezvous(tcp.as_ref(), &ends);
             let mut cmd = Command::new(&self.program);
             let size = if reps > 1 { procs } else { self.n };
@@ -570,9 +577,9 @@ impl Job {
                 failed_at = Some(Instant::now().checked_sub(self.grace).unwrap_or(started));
             }
             let stopping = termed_at.is_some() || output_closed;
-            let lost = self
-                .reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping)
-                .or(lost_early.take());
+            let reaped = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, stopping);
+            first_failure = first_failure.or(reaped.first_failure);
+            let lost = reaped.lost.or(lost_early.take());
             self.tell_rendezvous(tcp.as_ref(), &ends);
             if let Some(lost) = lost {
                 failed_at.get_or_insert_with(Instant::now);
@@ -673,6 +680,7 @@ impl Job {
                     p => format!("rank {p}"),
                 })
                 .collect(),
+            first_failure,
         })
     }
 
@@ -815,9 +823,7 @@ impl Job {
         }
     }
 
-    /// Collects the ranks that ended since the last call; `Some` when the job has failed:
-    /// `Some(None)` when a rank failed, `Some(Some(l))` when every replica of logical rank `l`
-    /// has (a replicated job, where a replica's failure alone is not the job's).
+    /// Collects the processes that ended since the last call.
     /// `stopping`: the launcher has signalled the ranks, so a death by signal is its doing.
     fn reap(
         &self,
@@ -826,9 +832,10 @@ impl Job {
         jc: Option<&JobControl>,
         pids: &[u32],
         stopping: bool,
-    ) -> Option<Option<usize>> {
+    ) -> Reaped {
         let reps = self.replicas.max(1);
         let mut failed = None;
+        let mut first_failure = None;
         for r in 0..children.len() {
             let Some(c) = children[r].as_mut() else {
                 continue;
@@ -847,6 +854,7 @@ impl Job {
                 jc.mark(r, !end.ok());
             }
             if !end.ok() && end != End::Stopped {
+                first_failure = first_failure.or(Some(r));
                 if self.report {
                     let how = match end {
                         End::Exited(c) => format!("exited with code {c}"),
@@ -899,8 +907,21 @@ impl Job {
                 }
             }
         }
-        failed
+        Reaped {
+            lost: failed,
+            first_failure,
+        }
     }
+}
+
+/// What one [`Job::reap`] saw.
+struct Reaped {
+    /// `Some` when the job has failed: `Some(None)` when a rank failed, `Some(Some(l))` when
+    /// every replica of logical rank `l` has (a replicated job, where a replica's failure
+    /// alone is not the job's).
+    lost: Option<Option<usize>>,
+    /// The first process, in the order reaped, that failed by itself.
+    first_failure: Option<usize>,
 }
 
 /// A `tcp` job's rendezvous as the ranks see it.

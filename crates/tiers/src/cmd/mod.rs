@@ -81,7 +81,7 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// The main job: sequences → distances → clustering → MDS → plot, on one node's cores.
     Pipeline(pipeline::PipelineArgs),
-    /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher).
+    /// Start N ranks of a program on this host, watch them and clean up (the cluster tier's launcher); exits with the status of the rank that failed first.
     Run(run::RunArgs),
     /// GASPI for C programs: install tiers' GASPI library and headers, or run a GASPI program like gaspi_run.
     Gaspi(gaspi::GaspiArgs),

@@ -2,7 +2,7 @@
 
 use super::Exit;
 use std::time::Duration;
-use tiers_cluster::launch::{self, Job, Stop};
+use tiers_cluster::launch::{self, End, Job, Stop};
 
 /// Arguments of `tiers run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -176,7 +176,23 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             None => format!("rank {r}: {e}"),
         })
         .collect();
-    Err(format!("job failed ({})", bad.join(", ")).into())
+    let msg = format!("job failed ({})", bad.join(", "));
+    // As `mpirun`: the exit status of the rank that failed first, the cause of the others'.
+    match out.first_failure.and_then(|f| out.ends.get(f)) {
+        Some(&end) => Err(Exit::new(exit_code(end), msg).into()),
+        None => Err(msg.into()),
+    }
+}
+
+/// The exit status a launcher reports for a rank that ended this way: its own exit code, or
+/// 128 + the signal that killed it, as a shell reports; 1 where neither fits in 1..=255.
+fn exit_code(end: End) -> u8 {
+    let code = match end {
+        End::Exited(c) => c,
+        End::Signaled(s) => 128 + s,
+        End::Stopped => 1,
+    };
+    u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1)
 }
 
 /// The largest resident set of any child this process has waited for (the ranks: the
