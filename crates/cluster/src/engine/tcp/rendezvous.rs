@@ -114,14 +114,19 @@ pub fn serve(
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    tell_all(&mut joined, "its job ended before every rank joined");
                     return Ok(());
                 }
                 if Instant::now() >= deadline {
                     let missing: Vec<usize> = (0..size).filter(|&r| joined[r].is_none()).collect();
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!("tcp rendezvous: ranks {missing:?} never joined"),
-                    ));
+                    let why = format!("tcp rendezvous: ranks {missing:?} never joined");
+                    // The ranks that did join learn why the job does not start, rather than
+                    // reading a closed connection.
+                    tell_all(
+                        &mut joined,
+                        &format!("{why} (is the launcher of every host of --hosts started, with the same list?)"),
+                    );
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, why));
                 }
                 std::thread::sleep(idle.nap());
                 continue;
@@ -171,6 +176,15 @@ pub fn serve(
         refuse_latecomers(&listener, stop);
     }
     Ok(())
+}
+
+/// Tells every rank that joined that the job will not start, and why.
+fn tell_all(joined: &mut [Option<(TcpStream, String)>], why: &str) {
+    let mut out = 1u64.to_le_bytes().to_vec();
+    put_str(&mut out, why);
+    for (s, _) in joined.iter_mut().flatten() {
+        let _ = s.write_all(&out);
+    }
 }
 
 /// After a replicated job's table went out without some processes: tells each that comes
@@ -266,11 +280,24 @@ pub fn join(
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1)),
     ))?;
-    if get_u64(&mut s)? != 0 {
+    let closed = |e: io::Error| {
+        match e.kind() {
+        io::ErrorKind::UnexpectedEof => io::Error::new(
+            e.kind(),
+            format!("the tcp rendezvous at {root} closed before every rank joined (its launcher ended or gave up)"),
+        ),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("not every rank joined the tcp job at {root} within the init timeout"),
+        ),
+        _ => e,
+    }
+    };
+    if get_u64(&mut s).map_err(closed)? != 0 {
         let why = get_str(&mut s).unwrap_or_default();
         return Err(invalid(why));
     }
-    let n = get_u64(&mut s)? as usize;
+    let n = get_u64(&mut s).map_err(closed)? as usize;
     (0..n)
         .map(|_| {
             let a = get_str(&mut s)?;
@@ -425,5 +452,29 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("[0, 1]"), "{e}");
+    }
+
+    /// A rank that joined learns why the job does not start: the rendezvous names the ranks
+    /// that never came, where the rank would otherwise read a closed connection.
+    #[test]
+    fn a_rank_that_joined_is_told_who_never_came() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            serve(
+                l,
+                2,
+                &Absent::NONE,
+                Instant::now() + Duration::from_millis(300),
+                &NO,
+            )
+        });
+        let joined = join_all(&root, 0..1, Instant::now() + Duration::from_secs(20));
+        for c in joined {
+            let e = c.join().unwrap().unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+            assert!(e.to_string().contains("ranks [1] never joined"), "{e}");
+        }
+        assert!(server.join().unwrap().is_err());
     }
 }
