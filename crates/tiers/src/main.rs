@@ -4,7 +4,7 @@
 //! algorithms; everything a user types lives here: the commands in [`cmd`], every benchmark
 //! in [`bench`], the pictures in [`draw`] and the runs files of the overhead model in [`runs`].
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use std::process::ExitCode;
 
 /// `print!` that returns an error ([`cmd::Stdout`]) where the standard output is closed or
@@ -44,6 +44,14 @@ struct Cli {
     command: cmd::Command,
 }
 
+/// Lets every command take a negative number as an option's value (`--dt -0.1`), so that the
+/// value's own check names what is wrong with it, rather than the parser taking `-0.1` for an
+/// unknown option `-0`.
+fn with_negative_numbers(c: clap::Command) -> clap::Command {
+    c.allow_negative_numbers(true)
+        .mut_subcommands(with_negative_numbers)
+}
+
 fn main() -> ExitCode {
     // Installed as `gaspi_run` (`tiers gaspi install`), tiers is GPI-2's launcher.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -51,7 +59,12 @@ fn main() -> ExitCode {
     if called.and_then(|p| p.file_name()) == Some("gaspi_run".as_ref()) {
         args.splice(0..1, ["tiers", "gaspi", "run"].map(Into::into));
     }
-    match Cli::parse_from(args).command.run() {
+    let matches = with_negative_numbers(Cli::command()).get_matches_from(args);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // A reader that stopped reading (`tiers model … | head`) is not a failure.

@@ -429,3 +429,14 @@ fn install_and_network_mistakes_name_the_path_or_address() {
         "not a duration a job can have",
     );
 }
+
+#[test]
+fn a_negative_number_is_judged_as_a_value_not_taken_for_an_option() {
+    // The value's own check answers (`-0.1` is not an unknown option `-0`).
+    refused(&["md", "--dt", "-0.1"], "out of range");
+    refused(&["run", "-n", "-2", "--", "true"], "invalid value '-2'");
+    // A program's own arguments after `--` still reach it as they are.
+    let (ok, out, err) = tiers(&["run", "-n", "1", "--", "echo", "-5", "-x"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "-5 -x");
+}
