@@ -596,6 +596,13 @@ pub fn parse_counts(s: &str) -> Result<Vec<usize>, String> {
     if let Some(&big) = v.iter().find(|&&c| c > MAX_COUNT) {
         return Err(bad(&format!("{big} is more than {MAX_COUNT}")));
     }
+    // A count twice would run its configuration twice and give two rows for one point.
+    let mut seen = [false; MAX_COUNT + 1];
+    for &c in &v {
+        if std::mem::replace(&mut seen[c], true) {
+            return Err(bad(&format!("{c} is named twice")));
+        }
+    }
     Ok(v)
 }
 
@@ -629,6 +636,17 @@ mod tests {
             assert!(rt.is_null());
         }
         assert_eq!(date_of(951_782_400), "2000-02-29");
+    }
+
+    #[test]
+    fn count_lists() {
+        assert_eq!(parse_counts("1,2,4").unwrap(), [1, 2, 4]);
+        assert_eq!(parse_counts("1-8:2").unwrap(), [1, 3, 5, 7]);
+        assert!(parse_counts("1,1").unwrap_err().contains("1 is named twice"));
+        assert!(parse_counts("1-4,2").unwrap_err().contains("2 is named twice"));
+        assert!(parse_counts("0,1").unwrap_err().contains("at least 1"));
+        assert!(parse_counts("2000").unwrap_err().contains("more than 1024"));
+        assert!(parse_counts("-1").is_err());
     }
 
     #[test]
