@@ -51,8 +51,16 @@ impl DistMatrix {
         for i in 0..n {
             let row = self.row(i);
             for (j, &v) in row.iter().enumerate() {
-                if !v.is_finite() {
-                    return Err(bad(i, j, "is not a finite number"));
+                if v.is_infinite() {
+                    // Also what a finite number of the file beyond f32's range reads as.
+                    return Err(bad(
+                        i,
+                        j,
+                        "is not a finite number, or the file's number is beyond the largest 32-bit float (3.4e38)",
+                    ));
+                }
+                if v.is_nan() {
+                    return Err(bad(i, j, "is not a number"));
                 }
                 if v < 0.0 {
                     return Err(bad(i, j, "is negative: distances are at least 0"));
@@ -723,8 +731,16 @@ mod tests {
             m.validate("m.csv").unwrap_err().to_string()
         };
         let e = at(1, 2, f32::NAN);
-        assert!(e.contains("(1, 2)") && e.contains("finite"), "{e}");
-        assert!(at(3, 0, f32::INFINITY).contains("(3, 0)"));
+        assert!(e.contains("(1, 2)") && e.contains("not a number"), "{e}");
+        let e = at(3, 0, f32::INFINITY);
+        assert!(e.contains("(3, 0)") && e.contains("finite"), "{e}");
+        // A number beyond f32's range in a file reads as infinite: the message says so.
+        let big = from_csv("0,1e39\n1e39,0\n", Path::new("d.csv")).unwrap();
+        let e = big.validate("d.csv").unwrap_err().to_string();
+        assert!(
+            e.contains("(0, 1)") && e.contains("beyond the largest"),
+            "{e}"
+        );
         let e = at(0, 4, -0.5);
         assert!(e.contains("(0, 4)") && e.contains("negative"), "{e}");
         let e = at(2, 2, 0.1);

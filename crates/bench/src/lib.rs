@@ -642,8 +642,12 @@ mod tests {
     fn count_lists() {
         assert_eq!(parse_counts("1,2,4").unwrap(), [1, 2, 4]);
         assert_eq!(parse_counts("1-8:2").unwrap(), [1, 3, 5, 7]);
-        assert!(parse_counts("1,1").unwrap_err().contains("1 is named twice"));
-        assert!(parse_counts("1-4,2").unwrap_err().contains("2 is named twice"));
+        assert!(parse_counts("1,1")
+            .unwrap_err()
+            .contains("1 is named twice"));
+        assert!(parse_counts("1-4,2")
+            .unwrap_err()
+            .contains("2 is named twice"));
         assert!(parse_counts("0,1").unwrap_err().contains("at least 1"));
         assert!(parse_counts("2000").unwrap_err().contains("more than 1024"));
         assert!(parse_counts("-1").is_err());
