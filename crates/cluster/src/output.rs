@@ -16,6 +16,12 @@
 //! Without replicas (or outside a launcher) a commit is the usual temporary file renamed over
 //! the target, so a failed run leaves the previous file whole.
 //!
+//! A target that is a stream (a FIFO, a device: see [`output_target`]) is written into, not
+//! replaced. A replica holds its bytes until its commit, and only the first to claim the
+//! stream writes them, so a reader gets one copy; but a stream cannot be replaced whole, so
+//! should that replica die while writing, the reader keeps what it got and no other copy
+//! follows.
+//!
 //! ```no_run
 //! use std::io::Write;
 //! let mut f = tiers_cluster::RankFile::create("report.txt")?;
@@ -85,6 +91,16 @@ pub struct RankFile {
     path: PathBuf,
     tmp: PathBuf,
     file: Option<File>,
+    /// A replica's output to a stream (a FIFO, a device), held here until the commit: only
+    /// the replica that claims the stream first writes it, so it gets one copy of the bytes.
+    held: Option<Held>,
+}
+
+/// The bytes of a replica's output to a stream, and the claim that decides who writes them.
+#[derive(Debug)]
+struct Held {
+    claim: String,
+    bytes: Vec<u8>,
 }
 
 /// The name of this process's temporary file for `path`, and its prefix for any process.
@@ -107,10 +123,18 @@ impl RankFile {
     ///
     /// When `path` has no file name or the temporary file cannot be created.
     pub fn create(path: impl AsRef<Path>) -> io::Result<RankFile> {
-        let path = match output_target(path.as_ref())? {
+        let claim = claim_name(path.as_ref());
+        RankFile::create_claimed(path.as_ref(), claim)
+    }
+
+    /// [`create`](Self::create) with the claim of a replicated rank's output (`None` when
+    /// the process is not a replica).
+    fn create_claimed(path: &Path, claim: Option<String>) -> io::Result<RankFile> {
+        let path = match output_target(path)? {
             OutputTarget::Replace(p) => p,
             OutputTarget::Stream(p) => {
-                // Nothing to rename over: the bytes go straight in (every replica's).
+                // Nothing to rename over: the bytes go straight in, once they are complete
+                // and claimed where the rank is replicated (see `commit`).
                 let file = std::fs::OpenOptions::new()
                     .write(true)
                     .open(&p)
@@ -119,6 +143,10 @@ impl RankFile {
                     tmp: PathBuf::new(),
                     path: p,
                     file: Some(file),
+                    held: claim.map(|claim| Held {
+                        claim,
+                        bytes: Vec::new(),
+                    }),
                 });
             }
         };
@@ -137,6 +165,7 @@ impl RankFile {
             path,
             tmp,
             file: Some(file),
+            held: None,
         })
     }
 
@@ -149,7 +178,18 @@ impl RankFile {
     pub fn commit(mut self) -> io::Result<Commit> {
         let mut file = self.file.take().expect("a RankFile is committed once");
         if self.tmp.as_os_str().is_empty() {
-            // A stream (see `create`): written in place.
+            // A stream (see `create`): written in place; a replica's bytes only by the first
+            // replica to claim it. (A stream cannot be replaced whole: should that replica die
+            // while writing, the reader has part of the bytes and no other copy follows.)
+            if let Some(h) = self.held.take() {
+                if let Err(e) = crate::sys::Mapping::create(&h.claim, 1) {
+                    if e.kind() == io::ErrorKind::AlreadyExists {
+                        return Ok(Commit::AlreadyWritten);
+                    }
+                    return Err(e);
+                }
+                file.write_all(&h.bytes)?;
+            }
             file.flush()?;
             return Ok(Commit::Written);
         }
@@ -184,9 +224,16 @@ impl RankFile {
 
 impl Write for RankFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(h) = self.held.as_mut() {
+            h.bytes.extend_from_slice(buf);
+            return Ok(buf.len());
+        }
         self.file.as_mut().expect("not committed").write(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
+        if self.held.is_some() {
+            return Ok(());
+        }
         self.file.as_mut().expect("not committed").flush()
     }
 }
@@ -314,6 +361,35 @@ mod tests {
             output_target(Path::new("/dev/null")).unwrap(),
             OutputTarget::Stream("/dev/null".into())
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two replicas of a rank writing to one FIFO: the reader gets one copy of the bytes,
+    /// from the replica that committed first; the other's are dropped.
+    #[test]
+    fn replicas_write_a_stream_once() {
+        let dir = std::env::temp_dir().join(format!("tiers-stream-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo.txt");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let claim = format!("/tiers-test-{}-out-stream", std::process::id());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let mut a = RankFile::create_claimed(&fifo, Some(claim.clone())).unwrap();
+        let mut b = RankFile::create_claimed(&fifo, Some(claim.clone())).unwrap();
+        a.write_all(b"the rank's ").unwrap();
+        b.write_all(b"the rank's ").unwrap();
+        a.write_all(b"bytes").unwrap();
+        b.write_all(b"bytes").unwrap();
+        assert_eq!(b.commit().unwrap(), Commit::Written);
+        assert_eq!(a.commit().unwrap(), Commit::AlreadyWritten);
+        assert_eq!(reader.join().unwrap(), b"the rank's bytes");
+        crate::sys::shm_unlink(&claim).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
