@@ -8,16 +8,20 @@
 //! ```
 //! use tiers_cluster::decomp::Decomp;
 //! // 16×16×16 points over 4 ranks with ghost regions one point wide.
-//! let d = Decomp::new([16, 16, 16], 4, 1);
+//! let d = Decomp::new([16, 16, 16], 4, 1)?;
 //! assert_eq!(d.procs(), [2, 2, 1]);
 //! let b = d.block(3);
 //! assert_eq!((b.lo, b.hi), ([8, 8, 0], [16, 16, 16]));
 //! // Rank 3 has a neighbour below it on axes 0 and 1, none above (the edge of the space).
 //! assert_eq!(d.neighbour(3, 0, -1), Some(1));
 //! assert_eq!(d.neighbour(3, 0, 1), None);
+//! # Ok::<(), tiers_cluster::Error>(())
 //! ```
 
-use crate::error::Rank;
+use crate::error::{Error, Rank, Result};
+
+/// The most ranks a decomposition is made for (its grid is found among the divisors).
+pub const MAX_RANKS: usize = 1 << 32;
 
 /// A half-open box of global indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,9 +43,16 @@ impl Box3 {
         [0, 1, 2].map(|a| self.hi[a].saturating_sub(self.lo[a]))
     }
 
-    /// Points in it.
+    /// Points in it (`usize::MAX` when they are more: see [`Box3::checked_len`]).
     pub fn len(&self) -> usize {
-        self.extent().iter().product()
+        self.checked_len().unwrap_or(usize::MAX)
+    }
+
+    /// Points in it, `None` when they are more than `usize` holds.
+    pub fn checked_len(&self) -> Option<usize> {
+        self.extent()
+            .iter()
+            .try_fold(1usize, |n, &e| n.checked_mul(e))
     }
 
     /// Whether it holds no point.
@@ -97,8 +108,11 @@ impl Box3 {
 }
 
 /// Part `i` of `0..n` split into `parts` nearly equal pieces (the first `n % parts` one
-/// longer).
+/// longer); an empty range at `n` for a part that is not one (`i >= parts`).
 pub fn split(n: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
+    if i >= parts {
+        return n..n;
+    }
     let (q, r) = (n / parts, n % parts);
     let lo = i * q + i.min(r);
     lo..lo + q + usize::from(i < r)
@@ -141,15 +155,26 @@ pub fn split_ratio(n: usize, weights: &[usize]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// Factors `p` into a grid of 3 factors for a space of `extent`: the one whose blocks have
-/// the least surface (ties: more parts on slower axes). Axes of extent 1 get 1 part.
+/// the least surface (ties: more parts on slower axes). Axes of extent 1 get 1 part. When no
+/// grid fits the space (more ranks than points on the axes), `[p, 1, 1]`.
 pub fn proc_grid(p: usize, extent: [usize; 3]) -> [usize; 3] {
     let mut best = [p, 1, 1];
     let mut best_cost = f64::INFINITY;
-    for a in (1..=p).rev() {
-        if p % a != 0 {
-            continue;
+    // The divisors of p, largest first (trial division up to √p).
+    let mut divs = Vec::new();
+    let mut d = 1usize;
+    while d.checked_mul(d).is_some_and(|dd| dd <= p) {
+        if p % d == 0 {
+            divs.push(d);
+            if d != p / d {
+                divs.push(p / d);
+            }
         }
-        for b in (1..=p / a).rev() {
+        d += 1;
+    }
+    divs.sort_unstable_by(|x, y| y.cmp(x));
+    for &a in &divs {
+        for &b in divs.iter().filter(|&&b| b <= p / a) {
             if (p / a) % b != 0 {
                 continue;
             }
@@ -209,29 +234,60 @@ pub struct Decomp {
 impl Decomp {
     /// `global` over `ranks` (a grid of them chosen by [`proc_grid`]), ghosts `ghost` wide.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// When `ranks` is 0.
-    pub fn new(global: [usize; 3], ranks: usize, ghost: usize) -> Decomp {
-        assert!(ranks > 0, "a decomposition over no rank");
+    /// [`Error::Setup`] when `ranks` is 0 or above [`MAX_RANKS`], or as
+    /// [`Decomp::with_grid`] (no grid of `ranks` gives every rank a point).
+    pub fn new(global: [usize; 3], ranks: usize, ghost: usize) -> Result<Decomp> {
+        if ranks == 0 || ranks > MAX_RANKS {
+            return Err(Error::Setup(format!(
+                "a decomposition over {ranks} ranks (1 to {MAX_RANKS})"
+            )));
+        }
         Decomp::with_grid(global, proc_grid(ranks, global), ghost)
     }
 
     /// `global` over a given grid of ranks (rank = `(c0 * p1 + c1) * p2 + c2`).
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// When a part of the grid is 0.
-    pub fn with_grid(global: [usize; 3], procs: [usize; 3], ghost: usize) -> Decomp {
-        assert!(
-            procs.iter().all(|&p| p > 0),
-            "a grid with no rank on an axis"
-        );
-        Decomp {
+    /// [`Error::Setup`] when an axis has no rank or more ranks than points (a rank would
+    /// own nothing), when the ranks are more than [`MAX_RANKS`], or when the space's points
+    /// with their ghosts do not fit in `usize`.
+    pub fn with_grid(global: [usize; 3], procs: [usize; 3], ghost: usize) -> Result<Decomp> {
+        let bad = |why: String| {
+            Err(Error::Setup(format!(
+                "decomposition of {global:?} points over a {procs:?} grid of ranks: {why}"
+            )))
+        };
+        if let Some(a) = (0..3).find(|&a| procs[a] == 0) {
+            return bad(format!("no rank on axis {a}"));
+        }
+        if let Some(a) = (0..3).find(|&a| procs[a] > global[a].max(1)) {
+            return bad(format!(
+                "{} ranks on axis {a} of {} points: a rank would own nothing",
+                procs[a], global[a]
+            ));
+        }
+        let ranks = procs.iter().try_fold(1usize, |n, &p| n.checked_mul(p));
+        if ranks.is_none_or(|r| r > MAX_RANKS) {
+            return bad(format!("more than {MAX_RANKS} ranks"));
+        }
+        let padded = global.map(|g| ghost.checked_mul(2).and_then(|w| g.checked_add(w)));
+        let fits = padded
+            .iter()
+            .try_fold(1usize, |n, &e| n.checked_mul(e?))
+            .is_some();
+        if !fits {
+            return bad(format!(
+                "with ghosts {ghost} wide, more points than memory can index"
+            ));
+        }
+        Ok(Decomp {
             global,
             procs,
             ghost,
-        }
+        })
     }
 
     /// The whole space.
@@ -255,7 +311,19 @@ impl Decomp {
     }
 
     /// The grid coordinates of `rank`.
+    ///
+    /// # Panics
+    ///
+    /// When `rank` is not one of the decomposition's (`rank >= ranks()`): like an index
+    /// out of a slice, a fault of the caller, whose blocks would otherwise lie outside the
+    /// space. ([`Halo::new`](crate::mover::Halo::new) checks the decomposition against its
+    /// world.)
     pub fn coords(&self, rank: Rank) -> [usize; 3] {
+        assert!(
+            rank < self.ranks(),
+            "rank {rank} of a decomposition over {} ranks",
+            self.ranks()
+        );
         let p = self.procs;
         [rank / (p[1] * p[2]), (rank / p[2]) % p[1], rank % p[2]]
     }
@@ -272,8 +340,12 @@ impl Decomp {
         Box3::new(r.clone().map(|r| r.start), r.map(|r| r.end))
     }
 
-    /// The neighbour of `rank` along `axis` in direction `dir` (±1), `None` at the edge.
+    /// The neighbour of `rank` along `axis` in direction `dir` (±1), `None` at the edge
+    /// (and for an axis beyond 2).
     pub fn neighbour(&self, rank: Rank, axis: usize, dir: i32) -> Option<Rank> {
+        if axis >= 3 {
+            return None;
+        }
         let mut c = self.coords(rank);
         if dir < 0 {
             c[axis] = c[axis].checked_sub(1)?;
@@ -389,7 +461,11 @@ mod tests {
     fn every_point_is_owned_once() {
         for global in [[7, 5, 3], [16, 16, 16], [9, 4, 1], [1, 1, 1], [13, 11, 1]] {
             for ranks in 1..=8 {
-                let d = Decomp::new(global, ranks, 1);
+                let Ok(d) = Decomp::new(global, ranks, 1) else {
+                    // Only where a rank would own nothing.
+                    assert!(ranks > global.iter().product(), "{global:?} over {ranks}");
+                    continue;
+                };
                 assert_eq!(d.ranks(), ranks, "{global:?} over {ranks}");
                 let mut seen = vec![0u8; global.iter().product()];
                 for r in 0..ranks {
@@ -413,9 +489,9 @@ mod tests {
 
     #[test]
     fn two_d_spaces_are_not_split_on_the_third_axis() {
-        assert_eq!(Decomp::new([64, 64, 1], 4, 1).procs(), [2, 2, 1]);
-        assert_eq!(Decomp::new([64, 64, 64], 8, 1).procs(), [2, 2, 2]);
-        assert_eq!(Decomp::new([64, 64, 64], 2, 1).procs(), [2, 1, 1]);
+        assert_eq!(Decomp::new([64, 64, 1], 4, 1).unwrap().procs(), [2, 2, 1]);
+        assert_eq!(Decomp::new([64, 64, 64], 8, 1).unwrap().procs(), [2, 2, 2]);
+        assert_eq!(Decomp::new([64, 64, 64], 2, 1).unwrap().procs(), [2, 1, 1]);
     }
 
     #[test]
@@ -423,7 +499,7 @@ mod tests {
         let global = [10, 9, 8];
         for ranks in 1..=8 {
             for g in 1..=2 {
-                let d = Decomp::new(global, ranks, g);
+                let d = Decomp::new(global, ranks, g).unwrap();
                 if !d.ghosts_fit() {
                     continue;
                 }
@@ -490,12 +566,42 @@ mod tests {
     #[test]
     fn interior_and_annulus_follow_the_neighbours() {
         // One rank: no neighbour, everything is interior.
-        let d = Decomp::new([8, 8, 8], 1, 1);
+        let d = Decomp::new([8, 8, 8], 1, 1).unwrap();
         assert_eq!(d.interior(0, 1), d.block(0));
         assert!(d.annulus(0, 1).is_empty());
         // Two ranks on axis 0: rank 0's interior stops one short of its upper face.
-        let d = Decomp::new([8, 8, 8], 2, 1);
+        let d = Decomp::new([8, 8, 8], 2, 1).unwrap();
         assert_eq!(d.interior(0, 1), Box3::new([0, 0, 0], [3, 8, 8]));
         assert_eq!(d.annulus(0, 1), vec![Box3::new([3, 0, 0], [4, 8, 8])]);
+    }
+
+    #[test]
+    fn bad_decompositions_are_errors() {
+        let msg = |r: Result<Decomp>| r.unwrap_err().to_string();
+        assert!(msg(Decomp::new([4, 4, 4], 0, 1)).contains("over 0 ranks"));
+        assert!(msg(Decomp::new([2, 2, 1], 8, 1)).contains("would own nothing"));
+        assert!(msg(Decomp::new([16; 3], MAX_RANKS + 1, 1)).contains("over 4294967297 ranks"));
+        assert!(msg(Decomp::with_grid([4, 4, 4], [2, 0, 1], 1)).contains("no rank on axis 1"));
+        assert!(
+            msg(Decomp::with_grid([1 << 40; 3], [1 << 32, 1 << 32, 2], 1)).contains("more than")
+        );
+        assert!(msg(Decomp::with_grid([2, 1 << 61, 1], [2, 1, 1], 1)).contains("memory"));
+        assert!(msg(Decomp::with_grid([8, usize::MAX, 1], [2, 1, 1], 1)).contains("memory"));
+        // A prime count of ranks well beyond a linear search's reach: found at once.
+        let d = Decomp::new([1 << 40, 1, 1], 4_294_967_291, 1).unwrap();
+        assert_eq!(d.procs(), [4_294_967_291, 1, 1]);
+        // Out-of-range parts and axes are empty or absent, not panics.
+        assert_eq!(split(10, 0, 0), 10..10);
+        assert_eq!(split(10, 3, 7), 10..10);
+        let d = Decomp::new([16; 3], 4, 1).unwrap();
+        assert_eq!(d.neighbour(0, 3, 1), None);
+        assert_eq!(Box3::new([0; 3], [usize::MAX, 4, 1]).checked_len(), None);
+        assert_eq!(Box3::new([0; 3], [usize::MAX, 4, 1]).len(), usize::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "rank 4 of a decomposition over 4 ranks")]
+    fn a_rank_outside_the_decomposition_is_a_fault_of_the_caller() {
+        let _ = Decomp::new([16; 3], 4, 1).unwrap().block(4);
     }
 }

@@ -65,7 +65,7 @@ pub use config::{
     env, threads, DEFAULT_QUEUE_DEPTH, LAZY_POLL_EVERY, MAX_SEGMENTS, NOTIFICATIONS, PROXY_MIN,
     QUEUES,
 };
-pub use engine::{Engine, Transfer, TransportStats};
+pub use engine::{Engine, EngineInfo, Transfer, TransportStats};
 pub use error::{Error, IoError, Mismatch, Rank, Result};
 pub use health::Health;
 pub use output::{output_target, Commit, OutputTarget, RankFile};

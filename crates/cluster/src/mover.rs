@@ -33,7 +33,7 @@
 use crate::addr::{Local, Notification, Remote, SegId};
 use crate::collective::Pod;
 use crate::decomp::{Box3, Decomp, Face};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::timeout::Timeout;
 use crate::world::World;
@@ -131,7 +131,11 @@ impl<'w> Mover<'w> {
     /// As [`World::notify_waitsome`] and [`Queue::wait_local`](crate::Queue::wait_local).
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
         for &(seg, id) in &self.expects {
-            self.world.notify_waitsome(seg, id..id + 1, timeout)?;
+            let end = id.checked_add(1).ok_or(Error::NoSuchNotification {
+                id,
+                count: crate::NOTIFICATIONS,
+            })?;
+            self.world.notify_waitsome(seg, id..end, timeout)?;
             self.world.notify_reset(seg, id)?;
         }
         self.world.queue(self.queue)?.wait_local(timeout)
@@ -140,8 +144,8 @@ impl<'w> Mover<'w> {
 
 const ALIGN: usize = 64;
 
-fn align(n: usize) -> usize {
-    n.div_ceil(ALIGN) * ALIGN
+fn align(n: usize) -> Option<usize> {
+    n.div_ceil(ALIGN).checked_mul(ALIGN)
 }
 
 /// Where a rank's halo buffers lie in its segment: one send buffer per face, and two receive
@@ -154,26 +158,28 @@ struct Layout {
     bytes: usize,
 }
 
-fn layout_of(d: &Decomp, rank: usize, elem: usize) -> Layout {
+/// The layout of `rank`'s buffers; `None` when they would be more bytes than `usize` holds.
+fn layout_of(d: &Decomp, rank: usize, elem: usize) -> Option<Layout> {
     let faces = d.faces(rank);
     let mut l = Layout {
         send: [0; 6],
         recv: [[0; 6]; 2],
         bytes: 0,
     };
-    let mut off = 0;
+    let bytes = |b: &Box3| align(b.checked_len()?.checked_mul(elem)?);
+    let mut off = 0usize;
     for f in &faces {
         l.send[f.index()] = off;
-        off += align(f.send.len() * elem);
+        off = off.checked_add(bytes(&f.send)?)?;
     }
     for p in 0..2 {
         for f in &faces {
             l.recv[p][f.index()] = off;
-            off += align(f.recv.len() * elem);
+            off = off.checked_add(bytes(&f.recv)?)?;
         }
     }
     l.bytes = off.max(ALIGN);
-    l
+    Some(l)
 }
 
 /// A halo exchange of a block decomposition: for every face with a neighbour, this rank's
@@ -198,7 +204,13 @@ impl<'w, T: Pod> Halo<'w, T> {
     ///
     /// # Errors
     ///
-    /// As [`World::segment`].
+    /// [`Error::Setup`] when `decomp` is not over the world's ranks, when its ghost regions
+    /// are wider than a neighbour's block ([`Decomp::ghosts_fit`]), when the buffers would
+    /// be more bytes than memory can index, or when the notifications `note_base ..
+    /// note_base + 12` are not all ids of a segment; [`Error::CollectiveMismatch`] when
+    /// the ranks disagree on the decomposition, the element size, `seg`, `queue` or
+    /// `note_base` (checked with one allreduce before the segment is made); and as
+    /// [`World::segment`].
     pub fn new(
         world: &'w World,
         decomp: &Decomp,
@@ -208,13 +220,45 @@ impl<'w, T: Pod> Halo<'w, T> {
     ) -> Result<Halo<'w, T>> {
         let me = world.rank();
         let elem = std::mem::size_of::<T>();
-        let layout = layout_of(decomp, me, elem);
+        if decomp.ranks() != world.size() {
+            return Err(Error::Setup(format!(
+                "a halo of a decomposition over {} ranks in a world of {}",
+                decomp.ranks(),
+                world.size()
+            )));
+        }
+        if !decomp.ghosts_fit() {
+            return Err(Error::Setup(format!(
+                "a halo whose ghost regions ({} wide) reach past a neighbour's block ({:?} points over {:?} ranks)",
+                decomp.ghost(),
+                decomp.global().hi,
+                decomp.procs()
+            )));
+        }
+        if note_base
+            .checked_add(12)
+            .is_none_or(|end| end > crate::NOTIFICATIONS)
+        {
+            return Err(Error::NoSuchNotification {
+                id: note_base.saturating_add(11),
+                count: crate::NOTIFICATIONS,
+            });
+        }
+        let too_big = || {
+            Error::Setup(format!(
+                "a halo of {:?} points with ghosts {} wide: its buffers would be more bytes than memory can index",
+                decomp.global().hi,
+                decomp.ghost()
+            ))
+        };
+        let layout = layout_of(decomp, me, elem).ok_or_else(too_big)?;
+        agree(world, decomp, elem, seg, queue, note_base)?;
         let segment = world.segment(seg, layout.bytes)?;
         let faces = decomp.faces(me);
-        let movers = [0, 1].map(|p| {
-            let mut m = Mover::new(world, queue);
+        let mut movers = [Mover::new(world, queue), Mover::new(world, queue)];
+        for (p, m) in movers.iter_mut().enumerate() {
             for f in &faces {
-                let theirs = layout_of(decomp, f.peer, elem);
+                let theirs = layout_of(decomp, f.peer, elem).ok_or_else(too_big)?;
                 m.send(
                     seg.at(layout.send[f.index()]),
                     seg.on(f.peer, theirs.recv[p][f.opposite()]),
@@ -223,8 +267,7 @@ impl<'w, T: Pod> Halo<'w, T> {
                 );
                 m.expect(seg, note_base + 6 * p + f.index());
             }
-            m
-        });
+        }
         Ok(Halo {
             seg: segment,
             faces,
@@ -292,6 +335,44 @@ impl<'w, T: Pod> Halo<'w, T> {
     }
 }
 
+/// Checks that every rank builds the same halo: one allreduce of a fingerprint of the
+/// arguments, its minimum and maximum (equal only when the ranks agree).
+fn agree(
+    world: &World,
+    decomp: &Decomp,
+    elem: usize,
+    seg: SegId,
+    queue: usize,
+    note_base: usize,
+) -> Result<()> {
+    // FNV-1a over the arguments' words.
+    let words = decomp.global().hi.into_iter().chain(decomp.procs()).chain([
+        decomp.ghost(),
+        elem,
+        seg.0 as usize,
+        queue,
+        note_base,
+    ]);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in words {
+        for b in (w as u64).to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let mut out = [0u64; 2];
+    world.allreduce(&[h, !h], &mut out, crate::Op::Max, Timeout::Block)?;
+    if out[0] != !out[1] {
+        return Err(Error::Setup(format!(
+            "the ranks build different halos (decomposition, element size, segment, queue or notifications differ): this rank's is {:?} points over {:?} ranks, ghosts {}, {elem}-byte elements, segment {}, queue {queue}, notifications from {note_base}",
+            decomp.global().hi,
+            decomp.procs(),
+            decomp.ghost(),
+            seg.0
+        )));
+    }
+    Ok(())
+}
+
 /// Calls `f(point, index)` for every point of `b` in memory order (axis 2 fastest), where
 /// `index` counts from 0: the order of a packed buffer.
 pub fn for_each(b: &Box3, mut f: impl FnMut([usize; 3], usize)) {
@@ -328,6 +409,8 @@ pub fn for_each(b: &Box3, mut f: impl FnMut([usize; 3], usize)) {
 pub struct Proxy {
     go: mpsc::Sender<()>,
     done: mpsc::Receiver<Result<()>>,
+    /// Jobs started and not yet waited for.
+    started: std::cell::Cell<usize>,
 }
 
 impl Proxy {
@@ -346,21 +429,37 @@ impl Proxy {
                 }
             }
         });
-        Proxy { go, done }
+        Proxy {
+            go,
+            done,
+            started: std::cell::Cell::new(0),
+        }
     }
 
     /// Asks the thread to run the job once.
     pub fn start(&self) {
         // The thread lives as long as the Proxy, unless the job panicked; wait reports that.
         let _ = self.go.send(());
+        self.started.set(self.started.get() + 1);
     }
 
-    /// Waits for the job started last and returns its result.
+    /// Waits for the oldest job started and not yet waited for, and returns its result.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Setup`] when no job was started since the last wait (it would wait forever).
     ///
     /// # Panics
     ///
     /// When the job panicked (the scope re-raises its panic).
     pub fn wait(&self) -> Result<()> {
+        let n = self.started.get();
+        if n == 0 {
+            return Err(Error::Setup(
+                "a proxy's wait without a start: no job to wait for".into(),
+            ));
+        }
+        self.started.set(n - 1);
         self.done.recv().expect("the proxy's job panicked")
     }
 }

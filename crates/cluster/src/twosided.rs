@@ -244,7 +244,22 @@ impl<'w> Comm<'w> {
     ) -> Result<Comm<'w>> {
         match Placement::from_env(world)? {
             Some(p) => Comm::replicated(world, seg, opts, p.replicas, timeout),
-            None => Comm::physical(world, seg, opts, timeout),
+            None => {
+                // Every rank must lay its rings out alike (a sender writes at the offsets its
+                // own options give): one allreduce of the options, their maxima and minima.
+                // (Replicas are started alike by the launcher, and a world allreduce would
+                // not survive a dead one.)
+                let (a, b) = (opts.slots as u64, opts.slot_bytes as u64);
+                let mut all = [0u64; 4];
+                world.allreduce(&[a, b, !a, !b], &mut all, Op::Max, timeout)?;
+                if all[0] != !all[2] || all[1] != !all[3] {
+                    return Err(Error::Setup(format!(
+                        "two-sided messaging: the ranks give different ring options (this rank {opts:?}; slots up to {}, slot bytes up to {})",
+                        all[0], all[1]
+                    )));
+                }
+                Comm::physical(world, seg, opts, timeout)
+            }
         }
     }
 
@@ -788,10 +803,17 @@ impl<'w> Comm<'w> {
         let ty: DataType = T::TYPE;
         let bytes = as_bytes(input);
         let out = as_bytes_mut(output);
+        // Each message carries the call (operation, type, length), which its receiver
+        // compares with its own: ranks that disagree all get an error rather than results
+        // that differ. A message that does not match is taken all the same, and the call goes
+        // on taking the others: left queued, they would be the next allreduce's.
+        let mut wrong: Option<Error> = None;
         self.collective(call, ALLREDUCE, 1 + p, deadline, |s| {
             if s == 0 {
+                let mut msg = call_header(call).to_vec();
+                msg.extend_from_slice(bytes);
                 for d in (0..p).filter(|&d| d != me) {
-                    self.post(d, ALLREDUCE, 0, bytes.to_vec())?;
+                    self.post(d, ALLREDUCE, 0, msg.clone())?;
                 }
                 return self.progress(deadline);
             }
@@ -805,20 +827,28 @@ impl<'w> Comm<'w> {
                 return Ok(());
             }
             self.receive(src, ALLREDUCE, 0, deadline, |m| {
-                if m.len() != out.len() {
-                    return Err(Error::LengthMismatch {
-                        input: m.len() / ty.size(),
-                        output: out.len() / ty.size(),
-                    });
+                let theirs = m.get(..CALL_HEADER).and_then(header_call);
+                let data = m.get(CALL_HEADER..).unwrap_or_default();
+                match theirs {
+                    Some(t) if t == call && data.len() == out.len() => {}
+                    Some(t) => {
+                        wrong.get_or_insert(Error::mismatch(call, t, src));
+                        return Ok(());
+                    }
+                    None => {
+                        wrong.get_or_insert(Error::mismatch(call, Collective::Unknown, src));
+                        return Ok(());
+                    }
                 }
                 if src == 0 {
-                    out.copy_from_slice(m);
+                    out.copy_from_slice(data);
                 } else {
-                    combine(ty, op, out, m);
+                    combine(ty, op, out, data);
                 }
                 Ok(())
             })
-        })
+        })?;
+        wrong.map_or(Ok(()), Err)
     }
 
     /// Collective: block `d` of `send` (`send.len() / size` elements) goes to rank `d`, block
@@ -899,6 +929,17 @@ impl<'w> Comm<'w> {
         let me = self.me;
         let sbytes = as_bytes(send);
         let rbytes = as_bytes_mut(recv);
+        // This rank's own block is checked before anything is sent: after the sends, the
+        // peers would be one exchange ahead of this rank.
+        if send_counts[me] != recv_counts[me] {
+            return Err(Error::LengthMismatch {
+                input: send_counts[me],
+                output: recv_counts[me],
+            });
+        }
+        // A block of the wrong length is taken all the same, and the call goes on taking the
+        // others: left queued, they would be the next exchange's.
+        let mut wrong: Option<Error> = None;
         self.collective(Collective::Unknown, ALLTOALL, p, deadline, |s| {
             if s == 0 {
                 for i in 1..p {
@@ -907,30 +948,58 @@ impl<'w> Comm<'w> {
                     self.post(d, ALLTOALL, 0, sbytes[a..a + n].to_vec())?;
                 }
                 let (a, n) = (soff[me], send_counts[me] * elem);
-                let (b, m) = (roff[me], recv_counts[me] * elem);
-                if n != m {
-                    return Err(Error::LengthMismatch {
-                        input: n / elem.max(1),
-                        output: m / elem.max(1),
-                    });
-                }
-                rbytes[b..b + m].copy_from_slice(&sbytes[a..a + n]);
+                let b = roff[me];
+                rbytes[b..b + n].copy_from_slice(&sbytes[a..a + n]);
                 return self.progress(deadline);
             }
             let src = (me + p - s) % p;
             let (b, m) = (roff[src], recv_counts[src] * elem);
             self.receive(src, ALLTOALL, 0, deadline, |msg| {
                 if msg.len() != m {
-                    return Err(Error::LengthMismatch {
+                    wrong.get_or_insert(Error::LengthMismatch {
                         input: msg.len() / elem.max(1),
                         output: m / elem.max(1),
                     });
+                    return Ok(());
                 }
                 rbytes[b..b + m].copy_from_slice(msg);
                 Ok(())
             })
-        })
+        })?;
+        wrong.map_or(Ok(()), Err)
     }
+}
+
+/// Bytes of the call ahead of an allreduce's data ([`call_header`]).
+const CALL_HEADER: usize = 16;
+
+const OPS: [Op; 3] = [Op::Min, Op::Max, Op::Sum];
+const TYPES: [DataType; 6] = [
+    DataType::I32,
+    DataType::U32,
+    DataType::I64,
+    DataType::U64,
+    DataType::F32,
+    DataType::F64,
+];
+
+/// An allreduce's call as its messages carry it: operation, type, 6 bytes of 0, length.
+fn call_header(call: Collective) -> [u8; CALL_HEADER] {
+    let mut h = [0u8; CALL_HEADER];
+    if let Collective::Allreduce { len, ty, op } = call {
+        h[0] = OPS.iter().position(|&o| o == op).unwrap_or(0) as u8;
+        h[1] = TYPES.iter().position(|&t| t == ty).unwrap_or(0) as u8;
+        h[8..].copy_from_slice(&(len as u64).to_le_bytes());
+    }
+    h
+}
+
+/// The call a [`call_header`] names; `None` for bytes that are not one.
+fn header_call(h: &[u8]) -> Option<Collective> {
+    let op = *OPS.get(usize::from(*h.first()?))?;
+    let ty = *TYPES.get(usize::from(*h.get(1)?))?;
+    let len = usize::try_from(u64::from_le_bytes(h.get(8..16)?.try_into().ok()?)).ok()?;
+    Some(Collective::Allreduce { len, ty, op })
 }
 
 #[cfg(test)]

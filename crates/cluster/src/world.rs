@@ -279,9 +279,10 @@ impl World {
     pub fn engine_name(&self) -> &'static str {
         self.engine.name()
     }
-    /// The engine.
-    pub fn engine(&self) -> &dyn Engine {
-        &*self.engine
+    /// What the engine is and how it progresses. (Its raw operations take no argument
+    /// checks; a program posts through the world's own calls.)
+    pub fn engine(&self) -> crate::engine::EngineInfo<'_> {
+        crate::engine::EngineInfo(&*self.engine)
     }
     /// The progress policy (see [`progress`](crate::progress)).
     pub fn progress(&self) -> Progress {

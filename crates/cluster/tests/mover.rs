@@ -46,7 +46,7 @@ fn pack(grid: &Grid, f: &Face, buf: &mut [f64]) {
 }
 
 fn exchange(w: &World, global: [usize; 3], g: usize, proxy: bool) {
-    let d = Decomp::new(global, w.size(), g);
+    let d = Decomp::new(global, w.size(), g).unwrap();
     let me = w.rank();
     let b = d.block(me);
     let mut grid = Grid {
@@ -125,6 +125,66 @@ fn a_mover_is_reusable() {
         }
     })
     .unwrap();
+}
+
+/// A halo that cannot be right is an error at its creation, at every rank, rather than a
+/// hang, a wrong exchange or a write past its buffers.
+#[test]
+fn bad_halos_are_refused() {
+    use tiers_cluster::Error;
+    run_local(2, |w| {
+        // A decomposition over another number of ranks than the world's.
+        let d = Decomp::new([16, 16, 16], 4, 1).unwrap();
+        let e = Halo::<f64>::new(w, &d, SegId(0), 0, 0)
+            .err()
+            .expect("refused");
+        assert!(
+            e.to_string().contains("over 4 ranks in a world of 2"),
+            "{e}"
+        );
+        // Ghosts wider than a neighbour's block.
+        let d = Decomp::new([4, 4, 4], 2, 3).unwrap();
+        let e = Halo::<f64>::new(w, &d, SegId(0), 0, 0)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("reach past"), "{e}");
+        // Notifications beyond a segment's.
+        let d = Decomp::new([8, 8, 8], 2, 1).unwrap();
+        let e = Halo::<f64>::new(w, &d, SegId(0), 0, usize::MAX - 5)
+            .err()
+            .expect("refused");
+        assert!(matches!(e, Error::NoSuchNotification { .. }), "{e}");
+        // Buffers beyond what memory can index (the slab's bytes overflow).
+        let d = Decomp::with_grid([2, 1 << 40, 1 << 20], [2, 1, 1], 1).unwrap();
+        let e = Halo::<f64>::new(w, &d, SegId(0), 0, 0)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("more bytes than memory"), "{e}");
+        // The ranks disagree (here on the ghost width): every rank is told, none hangs.
+        let d = Decomp::new([8, 8, 8], 2, 1 + w.rank()).unwrap();
+        let e = Halo::<f64>::new(w, &d, SegId(0), 0, 0)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("build different halos"), "{e}");
+        // Nothing was made: the segment id is free, and a good halo still works.
+        let d = Decomp::new([8, 8, 8], 2, 1).unwrap();
+        assert!(Halo::<f64>::new(w, &d, SegId(0), 0, 0).is_ok());
+    })
+    .unwrap();
+}
+
+/// A proxy's wait with no job started is an error, not a wait forever.
+#[test]
+fn a_proxy_wait_without_a_start_is_an_error() {
+    std::thread::scope(|s| {
+        let p = Proxy::spawn(s, || Ok(()));
+        assert!(p.wait().is_err());
+        p.start();
+        p.start();
+        p.wait().unwrap();
+        p.wait().unwrap();
+        assert!(p.wait().is_err());
+    });
 }
 
 const SCENARIO: &str = "TIERS_TEST_MOVER";

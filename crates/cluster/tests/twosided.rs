@@ -129,6 +129,38 @@ fn reductions(w: &World) {
         Err(Error::LengthMismatch { .. })
     ));
     c.barrier(Timeout::Block).unwrap();
+    if p > 1 {
+        // Ranks that disagree on the call (the last rank on the operation, then on the
+        // length) all get an error; every message of the call is taken, so the next agreeing
+        // call gets right results.
+        let last = me == p - 1;
+        let op = if last { Op::Max } else { Op::Sum };
+        assert!(matches!(
+            c.allreduce(&u, &mut out, op, Timeout::Block),
+            Err(Error::CollectiveMismatch(_))
+        ));
+        let n = if last { 4 } else { 5 };
+        let r = c.allreduce(&u[..n], &mut out[..n], Op::Sum, Timeout::Block);
+        assert!(matches!(r, Err(Error::CollectiveMismatch(_))), "{r:?}");
+        c.allreduce(&u, &mut out, Op::Sum, Timeout::Block).unwrap();
+        let want = ranks.clone().map(|r| r * 1000).sum::<u64>();
+        assert_eq!(out[0], want, "the call after the mismatches");
+        // An alltoallv whose own block's counts differ is refused before anything is sent.
+        let counts = vec![1usize; p];
+        let mut other = counts.clone();
+        other[me] = 2;
+        let send = vec![7u64; p];
+        let mut recv = vec![0u64; p + 1];
+        assert!(matches!(
+            c.alltoallv(&send, &counts, &mut recv, &other, Timeout::Block),
+            Err(Error::LengthMismatch { .. })
+        ));
+        let mut recv = vec![0u64; p];
+        c.alltoallv(&send, &counts, &mut recv, &counts, Timeout::Block)
+            .unwrap();
+        assert_eq!(recv, vec![7u64; p]);
+        c.barrier(Timeout::Block).unwrap();
+    }
 }
 
 /// Alltoall and alltoallv in many rounds of lengths drawn alike at every rank (zero-length
@@ -254,6 +286,21 @@ fn errors(w: &World) {
         }
     }
     c.barrier(Timeout::Block).unwrap();
+    drop(c);
+    if p > 1 {
+        // Rings laid out differently at one rank: every rank is told, before any message.
+        let opts = if me == p - 1 {
+            Options {
+                slots: SMALL.slots + 1,
+                ..SMALL
+            }
+        } else {
+            SMALL
+        };
+        let r = Comm::with_options(w, SegId(SEG.0 + 1), opts, Timeout::Block);
+        let e = r.err().expect("different options are refused");
+        assert!(e.to_string().contains("different ring options"), "{e}");
+    }
 }
 
 /// A behaviour every rank plays.

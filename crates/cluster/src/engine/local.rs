@@ -64,6 +64,12 @@ pub(crate) fn job(n: usize) -> Result<Vec<MemEngine<LocalBacking>>> {
     if n == 0 {
         return Err(Error::Setup("a world needs at least one rank".into()));
     }
+    if n > crate::config::MAX_RANKS {
+        return Err(Error::Setup(format!(
+            "an in-process job of {n} ranks: the local engine runs 1..={} ranks",
+            crate::config::MAX_RANKS
+        )));
+    }
     let map = Mapping::anonymous(Ctl::len(n)).map_err(|e| {
         Error::io(
             format!("mapping the control block of an in-process job of {n} ranks"),

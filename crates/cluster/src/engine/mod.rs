@@ -190,6 +190,13 @@ impl Transfer {
 /// A transport for the cluster tier. All methods take `&self`: a world is shared by the
 /// threads of its rank.
 ///
+/// This is the interface an engine implements, not the one a program calls: its methods
+/// take their arguments as [`World`](crate::World) has checked them (ranks below the size,
+/// segments that exist, offsets and notification ids in range, matching lengths) and may
+/// panic or wait forever on others. A program reaches its engine through the world, whose
+/// [`World::engine`](crate::World::engine) answers questions about it ([`EngineInfo`]) but
+/// posts nothing.
+///
 /// Completion model (GASPI): `write`, `read`, `notify` and `write_notify` *post* a request on a
 /// queue and may return before it is done; [`Engine::wait`] returns once every request posted on
 /// that queue is locally complete (source reusable, read data present). `write_notify` makes the
@@ -405,21 +412,69 @@ pub struct TransportStats {
 }
 
 impl TransportStats {
-    /// The counts of `self` since `earlier` (both from the same engine).
+    /// The counts of `self` since `earlier` (both from the same engine; a count that went
+    /// backwards, `earlier` being the later, is 0).
     pub fn since(&self, earlier: &TransportStats) -> TransportStats {
         TransportStats {
-            calls: self.calls - earlier.calls,
-            recv_ready: self.recv_ready - earlier.recv_ready,
-            send_ready: self.send_ready - earlier.send_ready,
+            calls: self.calls.saturating_sub(earlier.calls),
+            recv_ready: self.recv_ready.saturating_sub(earlier.recv_ready),
+            send_ready: self.send_ready.saturating_sub(earlier.send_ready),
             recv_time: self.recv_time.saturating_sub(earlier.recv_time),
             send_time: self.send_time.saturating_sub(earlier.send_time),
-            frames_in: self.frames_in - earlier.frames_in,
-            frames_out: self.frames_out - earlier.frames_out,
-            bytes_in: self.bytes_in - earlier.bytes_in,
-            bytes_out: self.bytes_out - earlier.bytes_out,
+            frames_in: self.frames_in.saturating_sub(earlier.frames_in),
+            frames_out: self.frames_out.saturating_sub(earlier.frames_out),
+            bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
+            bytes_out: self.bytes_out.saturating_sub(earlier.bytes_out),
         }
     }
 }
 
 /// Keeps a segment's memory mapped while a local view of it lives.
 pub type KeepAlive = std::sync::Arc<dyn Send + Sync>;
+
+/// What a program may learn about its world's engine ([`World::engine`](crate::World::engine)):
+/// its nature and how it progresses, not its raw operations (those take no argument checks:
+/// see [`Engine`]).
+#[derive(Clone, Copy)]
+pub struct EngineInfo<'a>(pub(crate) &'a dyn Engine);
+
+impl EngineInfo<'_> {
+    /// The engine's name (`local`, `shm`, `tcp`, `mpi`).
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    /// Ranks in the world.
+    pub fn size(&self) -> usize {
+        self.0.size()
+    }
+    /// Ranks on this host.
+    pub fn local_size(&self) -> usize {
+        self.0.local_size()
+    }
+    /// See [`Engine::needs_progress`].
+    pub fn needs_progress(&self) -> bool {
+        self.0.needs_progress()
+    }
+    /// See [`Engine::any_thread`].
+    pub fn any_thread(&self) -> bool {
+        self.0.any_thread()
+    }
+    /// See [`Engine::progress_sleeps`].
+    pub fn progress_sleeps(&self) -> bool {
+        self.0.progress_sleeps()
+    }
+    /// See [`Engine::progress_stands_by`].
+    pub fn progress_stands_by(&self) -> bool {
+        self.0.progress_stands_by()
+    }
+}
+
+impl std::fmt::Debug for EngineInfo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineInfo")
+            .field("name", &self.name())
+            .field("size", &self.size())
+            .field("local_size", &self.local_size())
+            .finish()
+    }
+}

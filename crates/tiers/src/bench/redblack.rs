@@ -15,7 +15,7 @@ const ITERS: usize = 50;
 fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String> {
     let e = |e: tiers_cluster::Error| e.to_string();
     let variants = Variant::ALL;
-    if !tiers_cluster::decomp::Decomp::new([n; 3], w.size(), 1).ghosts_fit() {
+    if !tiers_cluster::decomp::Decomp::new([n; 3], w.size(), 1).is_ok_and(|d| d.ghosts_fit()) {
         return Err(format!("N = {n} is too small for {} ranks", w.size()));
     }
     let mut r = Report::new("redblack", "ms/iter", true);

@@ -429,7 +429,7 @@ pub struct Times {
 ///
 /// A failed cluster call.
 pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
-    let d = Decomp::new([p.n; 3], w.size(), 1);
+    let d = Decomp::new([p.n; 3], w.size(), 1)?;
     let me = w.rank();
     let own = d.block(me);
     let mut block = Block::new(p.n, own.lo, own.extent());
@@ -680,7 +680,8 @@ fn one_rank(
     variants: &[Variant],
 ) -> Result<(), String> {
     let e = |e: tiers_cluster::Error| e.to_string();
-    let d = Decomp::new([a.n; 3], w.size(), 1);
+    let d = Decomp::new([a.n; 3], w.size(), 1)
+        .map_err(|_| format!("--n {} is too small for {} ranks", a.n, w.size()))?;
     if !d.ghosts_fit() {
         return Err(format!("--n {} is too small for {} ranks", a.n, w.size()));
     }

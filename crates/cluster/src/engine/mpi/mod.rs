@@ -120,7 +120,7 @@ pub fn from_env() -> Result<Box<dyn Engine>> {
 
 /// What the barrier, or the allreduce of one `f64` sum, of a world of `size` ranks with
 /// `local_size` per host runs (printed by the benchmarks).
-pub fn collective_algorithm(e: &dyn Engine, barrier: bool) -> &'static str {
+pub fn collective_algorithm(e: crate::EngineInfo<'_>, barrier: bool) -> &'static str {
     match (e.local_size() == e.size(), e.local_size() == 1, barrier) {
         (true, _, true) => "shared-memory barrier (one host)",
         (true, _, false) => "shared-memory allreduce (one host)",
