@@ -831,7 +831,10 @@ enum ScaleData {
 
 pub(super) fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
     let app = a.get("app").unwrap_or("mds").to_string();
-    let out = a.get("out").unwrap_or("/tmp/tiers-runs.json").to_string();
+    // By default beside the caller, named after the app (the note at the end names it).
+    let out = a
+        .get("out")
+        .map_or_else(|| format!("tiers-runs-{app}.json"), str::to_string);
     if !matches!(app.as_str(), "mds" | "cluster" | "render" | "distances") {
         return Err(
             format!("scaling: unknown app {app:?}: use mds, cluster, render or distances").into(),

@@ -210,7 +210,7 @@ pub static BENCHES: &[Bench] = &[
     },
     Bench {
         name: "scaling",
-        measures: "an app over thread counts and sizes, written as runs for `tiers model`",
+        measures: "an app (mds, cluster, render, distances) over thread counts and sizes, written as runs for `tiers model` (`-- --out FILE`, default tiers-runs-APP.json here)",
         peers: "",
         launch: Launch::Process,
         run: |c| apps::run(apps::scaling, c),
