@@ -77,7 +77,7 @@ pub enum Method {
 }
 
 /// How the clustering's inner loops (the product δ·M, the memberships' partial sums and their
-/// update) are run on a rank's threads: [Qiu2012] compares both on the same clustering. Both
+/// update) are run on a rank's threads: \[Qiu2012\] compares both on the same clustering. Both
 /// give the same bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Style {

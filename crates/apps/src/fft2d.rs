@@ -1,6 +1,6 @@
 //! A complex N×N two-dimensional FFT, on one process and across the ranks of a `World`.
 //!
-//! X[k1][k2] = Σ_{i,j} x[i][j] e^{−2πi(k1·i + k2·j)/N}, unnormalized, as numpy's `fft2`.
+//! `X[k1][k2] = Σ_{i,j} x[i][j] e^{−2πi(k1·i + k2·j)/N}`, unnormalized, as numpy's `fft2`.
 //! It is computed as 1-D FFTs of the rows (rustfft), a transpose, 1-D FFTs of the rows again:
 //! that leaves Xᵀ, which one more (local) transpose turns into X.
 //!

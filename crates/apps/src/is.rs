@@ -1,4 +1,4 @@
-//! NPB IS, the NAS Parallel Benchmarks' integer sort ([NPB], NPB3.4-MPI), across the ranks of
+//! NPB IS, the NAS Parallel Benchmarks' integer sort (\[NPB\], NPB3.4-MPI), across the ranks of
 //! a [`World`], in two-sided style on the cluster tier's [`Comm`]: NPB's key generator (randlc,
 //! seed 314159265, multiplier 5¹³) and key distribution (the mean of four uniform numbers),
 //! local buckets, an allreduce of the bucket sizes, an alltoall of the counts and an alltoallv

@@ -1,4 +1,4 @@
-//! SMACOF multidimensional scaling with unit weights (de Leeuw; [Qiu2012] §5.1).
+//! SMACOF multidimensional scaling with unit weights (de Leeuw; \[Qiu2012\] §5.1).
 //!
 //! Stress σ(X) = Σ_{i<j} (d_ij(X) − δ_ij)². With unit weights the Guttman transform is
 //! X⁺ = (1/N) B(X) X, with b_ij = −δ_ij/d_ij(X) off the diagonal and b_ii = −Σ_{j≠i} b_ij, so row i
@@ -9,7 +9,7 @@
 //! bound by the square root and the division per entry, not by reading δ, so for 3-D points
 //! (the common case) the product runs by tiles of fixed position (`guttman.rs`): where δ
 //! is symmetric, a pair of tiles (r, c) is computed once for both row blocks, half the square
-//! roots and divisions. Other dimensions take the blocked product of [Qiu2012] Fig. 13: output
+//! roots and divisions. Other dimensions take the blocked product of \[Qiu2012\] Fig. 13: output
 //! rows in blocks of b (default 64) claimed by the workers one block at a time (a dynamic
 //! schedule, so a worker that loses its core to another process holds no one up), each block
 //! walking the columns in panels of up to 8192 columns ([`PANEL`]). Either way a row's sums run
@@ -380,7 +380,7 @@ pub fn smacof(
 /// row's stress after it.
 const CONFIG_SEGS: [tiers_cluster::SegId; 2] = [tiers_cluster::SegId(0), tiers_cluster::SegId(1)];
 
-/// SMACOF on every thread of every rank of `world` ([Qiu2012] §5.1): each rank holds its rows
+/// SMACOF on every thread of every rank of `world` (\[Qiu2012\] §5.1): each rank holds its rows
 /// of δ (`rows`, from [`read_rows`](crate::matrix::read_rows) or
 /// [`pairwise_ranks`](crate::distance::pairwise_ranks)), computes the Guttman transform and the
 /// stress terms of those rows, and writes them into every rank's copy of the next

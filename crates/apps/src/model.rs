@@ -1,4 +1,4 @@
-//! The parallel overhead model of [Qiu2012] §4.
+//! The parallel overhead model of \[Qiu2012\] §4.
 //!
 //! From run times T(p) at parallelisms p (and data sizes N): speedup S = p_ref·T(p_ref)/T(p),
 //! efficiency ε = S/p, overhead f = 1/ε − 1 = p·T(p)/(p_ref·T(p_ref)) − 1. The overhead is
@@ -7,7 +7,7 @@
 //! for factors such as x = p, p/N (the inverse grain size) and the node count.
 //!
 //! Runs are JSON: `{"runs": [{"app": "mds", "threads": 2, "processes": 1, "nodes": 1,
-//! "size": 2000, "seconds": 1.5}, …]}`, one per hybrid pattern t×m×n of [Qiu2012] (t threads in
+//! "size": 2000, "seconds": 1.5}, …]}`, one per hybrid pattern t×m×n of \[Qiu2012\] (t threads in
 //! each of m processes per node on n nodes); p = t·m·n. `processes` defaults to 1 (runs files
 //! written before it existed counted every rank as a node: their p is unchanged). The reference
 //! of each (app, size) series is its run with the smallest p (the fastest when several).
@@ -118,7 +118,7 @@ pub enum Factor {
     PPerN,
     /// Node count.
     Nodes,
-    /// p², the second factor of [Qiu2012]'s Fig. 10 (f = a₁p + a₂p²: overhead that grows with
+    /// p², the second factor of \[Qiu2012\]'s Fig. 10 (f = a₁p + a₂p²: overhead that grows with
     /// the square of the parallelism, as contention on one shared resource does).
     PSquared,
 }

@@ -1,4 +1,4 @@
-//! RedBlack3D (KeLP's benchmark, [Baden2001]): Poisson's equation −Δu = f on the unit cube
+//! RedBlack3D (KeLP's benchmark, \[Baden2001\]): Poisson's equation −Δu = f on the unit cube
 //! with u = 0 on its boundary, an N³ mesh of interior points, the 7-point stencil, and
 //! Gauss-Seidel relaxation in red-black order.
 //!

@@ -1,7 +1,7 @@
 //! Cross-host checks of the mpi engine, run under `mpirun` by `.ci/multihost`:
 //!
 //! - `topology HOSTS`: every rank sees `size / HOSTS` ranks on its host (multi-tier detection);
-//! - `kneighbor`: [Mei2010]'s kNeighbor (k = 3): every rank sends a message to its 3 neighbours
+//! - `kneighbor`: \[Mei2010\]'s kNeighbor (k = 3): every rank sends a message to its 3 neighbours
 //!   on each side with `write_notify`, checks every byte of the 6 it receives, acknowledges
 //!   them, and waits for its 6 acknowledgements; 16 B..16 KiB, time per step on rank 0;
 //! - `allreduce`: sums (integer and float, in rank order), min and max of several lengths

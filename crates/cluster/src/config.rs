@@ -81,13 +81,13 @@ pub mod env {
     /// job's network when ranks span hosts).
     pub const TCP_BIND: &str = "TIERS_TCP_BIND";
     /// Microseconds a `tcp` rank's wait polls its sockets without blocking before it sleeps
-    /// in `epoll_wait` (default [`SPIN`](crate::config) = 50 when every rank of the host has
+    /// in `epoll_wait` (default 50 when every rank of the host has
     /// a core; 0 never spins).
     pub const TCP_SPIN_US: &str = "TIERS_TCP_SPIN_US";
     /// This process's replica index, `0..R` (set with [`REPLICAS`]).
     pub const REPLICA: &str = "TIERS_REPLICA";
     /// Milliseconds a replicated receiver waits for one replica of a sender before it marks it
-    /// suspect and asks the next (default [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT)).
+    /// suspect and asks the next (default `REPLICA_TIMEOUT`, 1000)).
     pub const REPLICA_TIMEOUT_MS: &str = "TIERS_REPLICA_TIMEOUT_MS";
 }
 

@@ -1,6 +1,6 @@
 //! Block decompositions of a 2-D or 3-D index space: over ranks, then over the threads of a
 //! rank, with ghost regions, the interior/annulus split of a block (KeLP's Fig. 1b,
-//! [Baden2001]) and irregular splits in a given ratio (`IRR(m:n)`).
+//! \[Baden2001\]) and irregular splits in a given ratio (`IRR(m:n)`).
 //!
 //! Boxes are half-open (`lo..hi` on each axis) in global indices; axis 0 is the slowest in
 //! memory, axis 2 the fastest. A 2-D space is a 3-D one with extent 1 on axis 2.

@@ -1,7 +1,7 @@
 //! The Mover: a persistent, reusable set of transfers between regions of segments (KeLP's
-//! Mover, [Baden2001]), built once, then [`start`](Mover::start) and [`wait`](Mover::wait)
+//! Mover, \[Baden2001\]), built once, then [`start`](Mover::start) and [`wait`](Mover::wait)
 //! each iteration. [`Halo`] builds the pair of Movers of a halo exchange from a
-//! [`Decomp`](crate::decomp::Decomp); [`Proxy`] runs any exchange on a thread of its own while
+//! [`Decomp`]; [`Proxy`] runs any exchange on a thread of its own while
 //! the caller's threads compute.
 //!
 //! A Mover uses only the public API (`write_notify`, `notify_waitsome`, `notify_reset`,

@@ -8,7 +8,7 @@
 //!   is one copy made when it is posted, so nothing is left to poll; the `mpi` engine with
 //!   other hosts polls MPI once per post.
 //! - **lazy**: the engine is polled only as often as the transfers in flight need (once every
-//!   [`LAZY_POLL_EVERY`](crate::config) posts, and only while requests are in flight), since
+//!   [`LAZY_POLL_EVERY`](crate::LAZY_POLL_EVERY) posts, and only while requests are in flight), since
 //!   each poll is a call into MPI that finds nothing most of the time.
 //! - **proxy**: a thread per rank (pinned to a core of its own when one is free) drives the
 //!   engine. Writes and reads of at least the proxy threshold (and anything posted behind them

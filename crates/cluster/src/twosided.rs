@@ -266,7 +266,7 @@ impl<'w> Comm<'w> {
     /// A `Comm` of `world.size() / replicas` logical ranks, each run by `replicas` processes
     /// (world ranks `l·replicas ..`), in VolpexMPI's replicated mode (see the module notes);
     /// what [`Comm::new`] does when the launcher set `TIERS_REPLICAS`. The replica timeout is
-    /// `TIERS_REPLICA_TIMEOUT_MS` or [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT).
+    /// `TIERS_REPLICA_TIMEOUT_MS` or 1 s.
     ///
     /// # Errors
     ///

@@ -84,7 +84,7 @@ impl Ctx {
 
     /// Deletes segment `id` locally; its memory reads as zero when reused. A bound segment's
     /// pages turn back into private memory of the program, holding what they held. The peers
-    /// forget the segment ([`Ctx::forget`]): a segment allocated again on the same id is theirs
+    /// forget the segment (`Ctx::forget`): a segment allocated again on the same id is theirs
     /// to address only once it is registered with them again.
     pub fn delete(&self, id: gaspi_segment_id_t) -> R<()> {
         let s = {

@@ -1,4 +1,4 @@
-//! Processor-private data ([Mei2010]): one value per worker, each in its own cache line, so
+//! Processor-private data (\[Mei2010\]): one value per worker, each in its own cache line, so
 //! that workers updating their own copies never invalidate each other's caches. The seed
 //! measured a plain array of per-core counters running many times slower than padded or
 //! thread-local ones; `tiers bench private` repeats that measurement.

@@ -2,7 +2,7 @@
 //!
 //! The libraries (`tiers-node`, `tiers-cluster`, `tiers-apps`) hold the runtime and the
 //! algorithms; everything a user types lives here: the commands in [`cmd`], every benchmark
-//! in [`bench`], the pictures in [`draw`] and the runs files of the overhead model in [`runs`].
+//! in [`bench`](mod@bench), the pictures in [`plot`] and the runs files of the overhead model in [`runs`].
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
 //! The message-driven style of the clustering's inner loops ([`Style::Messages`]), beside the
-//! loop style's pool `for_each` ([`Style::Loop`]): [Qiu2012] compares the two on the same
+//! loop style's pool `for_each` ([`Style::Loop`]): \[Qiu2012\] compares the two on the same
 //! clustering (CCR ports against TPL loops). Worker 0 posts every block of rows as a task
 //! message to the workers' ports, round-robin; each worker computes its blocks into buffers
 //! of their own and posts them to worker 0's result port; worker 0 delivers each result as it

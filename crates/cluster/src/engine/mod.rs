@@ -386,7 +386,7 @@ pub trait Engine: Send + Sync {
     }
 }
 
-/// The counters of a socket transport's progress engine, after [Gabriel2010]'s
+/// The counters of a socket transport's progress engine, after \[Gabriel2010\]'s
 /// instrumentation of VolpexMPI: how often it was called, how often a call found a socket
 /// ready to read or to write, and the time spent handling each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

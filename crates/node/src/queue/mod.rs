@@ -1,6 +1,6 @@
 //! Message queues: the inboxes of the message-driven scheduler.
 //!
-//! Charm++'s SMP port ([Mei2010]) found that one shared, locked inbox per core collapses under
+//! Charm++'s SMP port (\[Mei2010\]) found that one shared, locked inbox per core collapses under
 //! many producers, and that giving every producer its own lock-free single-producer queue into
 //! each consumer ("a queue pair per producer") removes that contention. [`Inbox`] is exactly
 //! that: one bounded SPSC ring ([`spsc`]) per producer, polled round-robin by the one consumer,

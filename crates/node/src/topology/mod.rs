@@ -2,8 +2,8 @@
 //! caches and which processors share each, the SIMD level, and the affinity mask the process
 //! may run on (MCTP's "full hardware awareness", [GPI-MCTP]).
 //!
-//! Read from Linux `/sys` ([`sysfs`]), or through hwloc with the `hwloc` feature
-//! ([`Topology::detect_hwloc`]). Where `/sys` says nothing (another OS, a locked-down
+//! Read from Linux `/sys` (module `sysfs`), or through hwloc with the `hwloc` feature
+//! (`Topology::detect_hwloc`). Where `/sys` says nothing (another OS, a locked-down
 //! container) a flat fallback is built from the number of available processors, and
 //! [`Topology::source`] says so.
 
@@ -89,7 +89,7 @@ pub struct Topology {
     pub affinity: Vec<usize>,
 }
 
-/// Why hwloc could not describe the machine ([`Topology::detect_hwloc`]).
+/// Why hwloc could not describe the machine (`Topology::detect_hwloc`, feature `hwloc`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HwlocError {
     /// The hwloc library failed (building or loading the topology), with its message.

@@ -1,5 +1,5 @@
 //! `tiers bench hybrid APP`: one application run as every hybrid pattern t×m×n that fits
-//! (t threads in each of m ranks per host on n hosts), the comparison of [Qiu2012]: pure
+//! (t threads in each of m ranks per host on n hosts), the comparison of \[Qiu2012\]: pure
 //! threading, pure processes, the mixes, and the same across hosts. Each pattern on one host
 //! runs the command under `tiers run -n m --threads t` (shm engine); each pattern across hosts
 //! under `mpirun` (the mpi engine, multi-tier: shared memory within a host, MPI between).

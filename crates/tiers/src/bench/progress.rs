@@ -1,4 +1,4 @@
-//! `tiers bench progress [-- RANKS [BYTES]]`: [Gabriel2010]'s Table II on the `tcp` engine. How
+//! `tiers bench progress [-- RANKS [BYTES]]`: \[Gabriel2010\]'s Table II on the `tcp` engine. How
 //! often does the transport's progress engine run for the same alltoallv when the sender
 //! pushes its data (`direct`) and when the receiver pulls it (`pull`, receiver-driven as in
 //! VolpexMPI), under the eager and the lazy polling policy?
@@ -45,7 +45,7 @@ use tiers_cluster::{Notification, Op, SegId, Timeout, TransportStats, World};
 
 /// Runs of each variant per job, alternated.
 pub const ROUNDS: usize = 3;
-/// The default bytes per pair ([Gabriel2010]'s Table II).
+/// The default bytes per pair (\[Gabriel2010\]'s Table II).
 const BYTES: usize = 32 << 10;
 /// Where rank 0 of a job writes its runs for the benchmark that started it.
 const OUT_ENV: &str = "TIERS_PROGRESS_BENCH_OUT";

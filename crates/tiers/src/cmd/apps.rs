@@ -204,7 +204,7 @@ pub struct ClusterArgs {
     #[arg(long)]
     runs: Option<PathBuf>,
     /// How the inner loops run on the threads: `loop` (pool loops) or `messages` (blocks of
-    /// rows posted to the workers' ports and gathered by messages, as [Qiu2012]'s CCR); the
+    /// rows posted to the workers' ports and gathered by messages, as \[Qiu2012\]'s CCR); the
     /// same labels either way.
     #[arg(long, default_value = "loop", value_parser = ["loop", "messages"])]
     style: String,
@@ -258,7 +258,7 @@ pub struct ModelArgs {
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Factors to fit, comma-separated: p, p/N, nodes, p^2 (each alone and each pair:
-    /// [Qiu2012]'s Figs. 7-8 fit p/N with nodes, its Fig. 10 p with p^2).
+    /// \[Qiu2012\]'s Figs. 7-8 fit p/N with nodes, its Fig. 10 p with p^2).
     #[arg(long, default_value = "p,p/N,nodes,p^2")]
     factors: String,
     /// Print JSON instead of text.

@@ -1,5 +1,5 @@
 //! `tiers pipeline`: the main job. Sequences → pairwise distances → deterministic-annealing
-//! clustering → SMACOF MDS → a plot coloured by cluster, as [Qiu2012]'s bioinformaticians run
+//! clustering → SMACOF MDS → a plot coloured by cluster, as \[Qiu2012\]'s bioinformaticians run
 //! it: on one process's threads, or under `tiers run -n M` (or `mpirun`) on every rank's
 //! threads, each rank holding only its rows of the matrix, with the same output bytes.
 //! Without `--input` it makes its own Alu-like sequences with planted families and checks the
@@ -27,7 +27,7 @@ pub struct PipelineArgs {
     /// Number of synthetic sequences (without --input).
     #[arg(long, default_value_t = 800)]
     pub n: usize,
-    /// Distance metric: swg, kmer[:K], hamming.
+    /// Distance metric: swg, `kmer[:K]`, hamming.
     #[arg(long, default_value = "kmer")]
     pub metric: String,
     /// Worker threads (default: every processor of the affinity mask).

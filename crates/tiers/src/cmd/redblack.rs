@@ -1,12 +1,12 @@
-//! `tiers redblack`: RedBlack3D (KeLP's benchmark, [Baden2001]) across the ranks of a job,
+//! `tiers redblack`: RedBlack3D (KeLP's benchmark, \[Baden2001\]) across the ranks of a job,
 //! one block per rank (the cluster tier's `Decomp`), node-tier threads on slabs of it, halos
-//! exchanged by the cluster tier's `Halo`/`Mover`. Variants, named as [Baden2001]'s Table 1
+//! exchanged by the cluster tier's `Halo`/`Mover`. Variants, named as \[Baden2001\]'s Table 1
 //! (`p` = `--threads`):
 //!
 //! - `hand`: one thread per rank, halos by plain notified writes (`write_notify` of each
 //!   packed face, `notify_waitsome` for each expected one), no Mover: hand-coded message
 //!   passing; under mpirun with the `mpi` feature, MPI's own `MPI_Isend`/`MPI_Irecv` of each
-//!   face and `MPI_Waitall` ([Baden2001]'s hand-coded MPI);
+//!   face and `MPI_Waitall` (\[Baden2001\]'s hand-coded MPI);
 //! - `mt1`: one thread per rank through the Mover, exchange then compute;
 //! - `mtp`: `p` threads, exchange then compute (no overlap);
 //! - `mtp-olap`: `p` threads; thread 0 starts the exchange, every thread computes the
@@ -29,7 +29,7 @@ use tiers_cluster::mover::{for_each, Halo, Proxy};
 use tiers_cluster::{Notification, Op, SegId, Segment, Timeout, World};
 use tiers_node::{AdaptiveBarrier, Barrier};
 
-/// How communication meets computation ([Baden2001]'s Table 1).
+/// How communication meets computation (\[Baden2001\]'s Table 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Variant {
     /// One thread, halos by plain notified writes, no Mover.
@@ -272,7 +272,7 @@ impl<'w> HandHalo<'w> {
 
 /// The `hand` variant's exchange under mpirun: each face packed into a buffer of its own,
 /// then `MPI_Irecv` of every expected face (tag: this rank's face index), `MPI_Isend` of every
-/// packed one (tag: the neighbour's face index) and `MPI_Waitall`, all in `wait`: [Baden2001]'s
+/// packed one (tag: the neighbour's face index) and `MPI_Waitall`, all in `wait`: \[Baden2001\]'s
 /// hand-coded MPI, with no tiers between the program and MPI.
 #[cfg(feature = "mpi")]
 struct MpiHalo {

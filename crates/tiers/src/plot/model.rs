@@ -1,4 +1,4 @@
-//! The overhead model's figure ([Qiu2012] §4): efficiency ε and overhead f against the
+//! The overhead model's figure (\[Qiu2012\] §4): efficiency ε and overhead f against the
 //! inverse grain size p/N (one series per application and size, the one-factor fit in p/N as
 //! a line), and, as the seed's Figs. 7, 8 and 10 show them, the measured f of every run beside
 //! each fit's f (one- and two-factor alike, a line each, labelled with its coefficients), the

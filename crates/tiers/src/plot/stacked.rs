@@ -1,5 +1,5 @@
 //! A report whose rows split one time into parts (RedBlack3D's `total`, `wait`, `comp`,
-//! [Baden2001]'s Tables 2–3) drawn as [Baden2001] reads it: one group per implementation,
+//! \[Baden2001\]'s Tables 2–3) drawn as \[Baden2001\] reads it: one group per implementation,
 //! its parts stacked (computation at the bottom, waiting on top), the total marked across the
 //! bar with its value written above, and the `limit` group's total dashed across the panel.
 //!

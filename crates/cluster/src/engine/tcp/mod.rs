@@ -14,7 +14,7 @@
 //!   sockets, applies the frames that arrived (writes land directly in the segment, reads and
 //!   atomics are answered) and writes out what the sockets would not take before. One thread
 //!   at a time runs a pass; the others wait for its signal. The passes are counted as
-//!   [Gabriel2010] instruments VolpexMPI's progress engine ([`TransportStats`]).
+//!   \[Gabriel2010\] instruments VolpexMPI's progress engine ([`TransportStats`]).
 //! - **Completion.** A queue's wait is local completion (GASPI's): writes and notifications
 //!   are complete when posted, reads when answered. Writes and notifications are acknowledged
 //!   by their target once applied, and a rank's collectives wait for those acknowledgements

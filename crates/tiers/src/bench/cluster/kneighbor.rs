@@ -1,4 +1,4 @@
-//! `tiers bench kneighbor`: [Mei2010]'s kNeighbor with k = 3. Every element sends a message to
+//! `tiers bench kneighbor`: \[Mei2010\]'s kNeighbor with k = 3. Every element sends a message to
 //! its 3 neighbours on each side and waits for all 6 replies; then the next step. Three ways on
 //! the same elements, placed round-robin on 2 workers pinned to the same 2 processors:
 //!

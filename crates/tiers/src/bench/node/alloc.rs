@@ -1,4 +1,4 @@
-//! `tiers bench alloc`: [Mei2010]'s allocation test: every thread allocates and frees a block of
+//! `tiers bench alloc`: \[Mei2010\]'s allocation test: every thread allocates and frees a block of
 //! the same size 100,000 times; µs per thread, the system allocator against mimalloc (a
 //! scalable, thread-caching allocator).
 

@@ -1,4 +1,4 @@
-//! `tiers bench private`: [Mei2010]'s processor-private data table. Every thread increments its
+//! `tiers bench private`: \[Mei2010\]'s processor-private data table. Every thread increments its
 //! own counter; ns per access for counters kept in a plain array (neighbours share cache lines:
 //! false sharing), a padded [`PerWorker`], a `thread_local!`, and `PerWorker::local` (the pool's
 //! thread-local worker index, then the padded slot). The `limit` row is the cache-line round
