@@ -46,6 +46,10 @@
 //!   two ranks sending to each other before receiving cannot deadlock, and a rank whose calls
 //!   have returned owes its peers nothing (it may block in a one-sided collective of the
 //!   [`World`] without stalling a receiver).
+//! - **Queue**: a `Comm` posts on the world's queue 0 and waits for its local completion
+//!   after each round of posts (its staging slots are then free again). A program's own
+//!   requests on queue 0 are waited for with it, so a program that posts there and wants its
+//!   `Comm` calls to return at once should post on another queue.
 //!
 //! The timestamps, the sender's log and the receiver's queues keyed by timestamp are what a
 //! replicated world needs on top: a receiver can pull a message by its (sender, tag, timestamp)
