@@ -67,9 +67,12 @@ fn compile(cc: &str, src: &Path, inc: &Path, lib: &Path, name: &str, out: &Path)
 
 /// GPI-2's include and library directories under `GPI2_DIR`, or why not.
 pub(super) fn gpi2() -> Result<(PathBuf, PathBuf), String> {
-    let dir = std::env::var_os(GPI2_VAR).map(PathBuf::from).ok_or_else(|| {
+    let dir = std::env::var_os(GPI2_VAR)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| {
         format!(
-            "GPI-2 not run: {GPI2_VAR} is not set (build ../shared/peers/GPI-2 with --with-ethernet \
+            "GPI-2 not run: {GPI2_VAR} is not set or empty (build ../shared/peers/GPI-2 with --with-ethernet \
              under /tmp and point {GPI2_VAR} at its install prefix)"
         )
     })?;

@@ -454,6 +454,12 @@ fn measure(ctx: &Ctx<'_>, plan: &Plan, exe: &Path, dir: &Path) -> Res<(Report, V
         }
     }
     let sizes: Vec<String> = plan.sizes.iter().map(usize::to_string).collect();
+    let sizes = if app == "render" {
+        // The image is render's default whatever --sizes says (its rows give its pixels).
+        vec!["of its default 1024x768 image (--sizes does not apply)".to_string()]
+    } else {
+        sizes
+    };
     report.note(format!(
         "{app} at sizes {} (kmer distances for mds and cluster), every pattern t x m x 1 with t*m <= {} cores{}, median of {} rounds alternating the patterns, every output compared byte for byte with 1x1x1's; seconds as the app records them (per iteration for mds and cluster); efficiency and overhead against 1x1x1 of the same size; peak_rss_mib: the largest rank's peak resident memory on one host (per rank O(N^2/p + N*d) for mds and cluster)",
         sizes.join(","),

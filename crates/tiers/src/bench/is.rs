@@ -64,7 +64,7 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
     let n = ranks.to_string();
     let mut failure: Option<String> = None;
     let mut r = Report::new("is", "s", true);
-    let npb = std::env::var_os(NPB_IS);
+    let npb = std::env::var_os(NPB_IS).filter(|p| !p.is_empty());
     let keys = 1usize << class.params().total_keys_log2;
     let rank_bytes = keys / ranks * 4;
     {
