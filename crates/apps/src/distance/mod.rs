@@ -126,6 +126,32 @@ fn prepare(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<Vec<kme
             )));
         }
     }
+    if let Metric::Kmer(k) = metric {
+        if !(1..=8).contains(&k) {
+            return Err(crate::Error::Invalid(format!(
+                "k-mer length {k}: it must be 1 to 8"
+            )));
+        }
+    }
+    if matches!(metric, Metric::Swg | Metric::SwgNative) {
+        // Each worker keeps the whole traceback of the pair it aligns: the two longest
+        // sequences' (la + 1)(lb + 1) cells, 2 bytes each for rust-bio and 1 for the native
+        // kernel. Refused here, with the need named, rather than aborting in an allocation.
+        let mut lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        lens.sort_unstable_by(|a, b| b.cmp(a));
+        if let [la, lb, ..] = lens[..] {
+            let cells = (la + 1).saturating_mul(lb + 1);
+            let per_cell = if metric == Metric::Swg { 2 } else { 1 };
+            crate::limits::check_alloc(
+                &format!(
+                    "aligning the two longest sequences ({la} and {lb} bases) on {} threads",
+                    pool.threads()
+                ),
+                cells.saturating_mul(pool.threads()),
+                per_cell,
+            )?;
+        }
+    }
     let mut profiles: Vec<kmer::Profile> = Vec::new();
     if let Metric::Kmer(k) = metric {
         profiles.resize(n, kmer::Profile::default());
@@ -595,6 +621,24 @@ fn upper_rows<P: Fn(usize, usize) + Sync>(
 mod tests {
     use super::*;
     use crate::alu::{generate, AluSpec};
+
+    /// Metrics that cannot run on their input are errors before any work: a k-mer length
+    /// outside 1..=8 given directly, and alignments whose tracebacks no memory holds.
+    #[test]
+    fn impossible_metrics_are_errors() {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let seqs: [&[u8]; 2] = [b"ACGTACGT", b"ACGTTCGT"];
+        for k in [0, 9] {
+            let e = pairwise(&pool, &seqs, Metric::Kmer(k)).unwrap_err();
+            assert!(e.to_string().contains("1 to 8"), "{e}");
+        }
+        let long = vec![b'A'; 3_000_000];
+        let seqs: [&[u8]; 2] = [&long, &long];
+        for m in [Metric::Swg, Metric::SwgNative] {
+            let e = pairwise(&pool, &seqs, m).unwrap_err();
+            assert!(e.to_string().contains("two longest sequences"), "{e}");
+        }
+    }
 
     #[test]
     fn owned_rows_cover_every_row_once_with_balanced_pairs() {
