@@ -218,10 +218,23 @@ impl ClusterOptions {
             ("freezing limit", self.freezing),
             ("epsilon change", self.epsi_change),
             ("eigenvalue change", self.eig_change),
+            ("eigenvector change", self.eig_vector_change),
         ] {
             if !(v > 0.0 && v.is_finite()) {
                 return bad(format!("the {name} must be a positive number, not {v}"));
             }
+        }
+        if !self.min_eig.is_finite() {
+            return bad(format!(
+                "the split test's eigenvalue threshold must be a number, not {}",
+                self.min_eig
+            ));
+        }
+        if !(self.too_small >= 0.0 && self.too_small.is_finite()) {
+            return bad(format!(
+                "the size below which clusters never split must be a number of points, not {}",
+                self.too_small
+            ));
         }
         if !(self.min_cluster_size >= 0.0 && self.min_cluster_size.is_finite()) {
             return bad(format!(
@@ -341,6 +354,11 @@ pub trait Delta: Sync {
     /// N.
     fn n(&self) -> usize;
     /// S = δ·M (N×K, all rows): S_i(k) = Σ_j δ_ij M_j(k).
+    ///
+    /// # Panics
+    ///
+    /// When `m` or `out` is not N×K (a fault of the caller, as an index out of a slice:
+    /// checked before any work, so that no worker is left waiting for another's part).
     fn times(&self, pool: &Pool, style: Style, m: &[f64], k: usize, out: &mut [f64]);
     /// Σ_{j≠i} δ_ij for every row i.
     fn row_sums(&self) -> Vec<f64>;
@@ -364,6 +382,10 @@ fn row_sum(row: &[f32], i: usize) -> f64 {
 }
 
 /// S = δ·M (N×K): S_i(k) = Σ_j δ_ij M_j(k), by row blocks.
+///
+/// # Panics
+///
+/// As [`Delta::times`].
 pub fn delta_times(pool: &Pool, delta: &DistMatrix, m: &[f64], k: usize, out: &mut [f64]) {
     times_rows(pool, Style::Loop, &delta.data, delta.n, m, k, out);
 }
@@ -400,6 +422,15 @@ fn times_rows(
     k: usize,
     out: &mut [f64],
 ) {
+    let rows = delta_rows.len() / n.max(1);
+    assert!(
+        k > 0 && m.len() == n * k && out.len() == rows * k,
+        "δ·M of {rows} rows of an N = {n} matrix with K = {k}: M has {} values (N·K = {}), the output {} (rows·K = {})",
+        m.len(),
+        n * k,
+        out.len(),
+        rows * k
+    );
     let row = |li: usize| &delta_rows[li * n..(li + 1) * n];
     match style {
         Style::Loop => par_rows(pool, out, k, Schedule::Dynamic(32), |local, block| {
@@ -639,20 +670,26 @@ pub(crate) fn free_energy(eps: &[f64], m: &[f64], n: usize, k: usize, t: f64, pr
 
 /// Runs DA-PWC on `delta`, reporting progress through `on_event`.
 ///
-/// # Panics
+/// # Errors
 ///
-/// On an empty matrix ([`ClusterOptions::validate`] refuses one: at least one cluster, no
-/// more clusters than points).
+/// [`Error::Invalid`](crate::Error::Invalid) for an empty matrix and for options that
+/// [`ClusterOptions::validate`] refuses (a cooling factor that never cools, a NaN threshold:
+/// runs that would never end or never split).
 pub fn da_pwc<D: Delta + ?Sized>(
     pool: &Pool,
     delta: &D,
     opts: &ClusterOptions,
     mut on_event: impl FnMut(&Event),
-) -> ClusterResult {
+) -> crate::Result<ClusterResult> {
     let n = delta.n();
-    assert!(n > 0, "empty distance matrix");
+    if n == 0 {
+        return Err(crate::Error::Invalid(
+            "clustering: an empty distance matrix".into(),
+        ));
+    }
+    opts.validate(n)?;
     if opts.method == Method::Spidal {
-        return spidal::run(pool, delta, opts, &mut on_event);
+        return Ok(spidal::run(pool, delta, opts, &mut on_event));
     }
     let t0 = Instant::now();
     // Summed by rows in row order (every rank gets the same bits).
@@ -764,7 +801,7 @@ pub fn da_pwc<D: Delta + ?Sized>(
             (0..k).fold(0, |b, c| if row[c] > row[b] { c } else { b })
         })
         .collect();
-    ClusterResult {
+    Ok(ClusterResult {
         labels,
         memberships: m,
         k,
@@ -773,7 +810,7 @@ pub fn da_pwc<D: Delta + ?Sized>(
         t_start,
         t_final: t,
         seconds: t0.elapsed().as_secs_f64(),
-    }
+    })
 }
 
 /// Writes `index<TAB>cluster` lines.
@@ -891,7 +928,8 @@ mod tests {
                     splits.push(*t)
                 }
             },
-        );
+        )
+        .unwrap();
         assert_eq!(r1.k, 4);
         assert_eq!(splits.len(), 3);
         // Splits happen while cooling: temperatures never rise.
@@ -903,7 +941,8 @@ mod tests {
             &d,
             &opts,
             |_| {},
-        );
+        )
+        .unwrap();
         assert_eq!(r1.labels, r2.labels);
         assert_eq!(r1.memberships, r2.memberships);
         // Across ranks, each holding only its rows of δ, both procedures: the same bits.
@@ -919,7 +958,8 @@ mod tests {
                 &d,
                 &opts,
                 |_| {},
-            );
+            )
+            .unwrap();
             for (ranks, threads) in [(2, 1), (3, 2)] {
                 let got = tiers_cluster::run_local(ranks, |w| {
                     let n = d.n;
@@ -931,7 +971,7 @@ mod tests {
                     };
                     let delta = RankRows::new(w, block, opts.max_clusters + 2).unwrap();
                     let pool = Pool::builder().threads(threads).build().unwrap();
-                    let r = da_pwc(&pool, &delta, &opts, |_| {});
+                    let r = da_pwc(&pool, &delta, &opts, |_| {}).unwrap();
                     delta.finish().unwrap();
                     r
                 })
@@ -945,6 +985,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Options that would never end or never split, and an empty matrix, are errors before
+    /// any work, whichever procedure.
+    #[test]
+    fn impossible_runs_are_errors() {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let d = two_groups(8, 1.0);
+        for method in [Method::Tiers, Method::Spidal] {
+            for (opts, want) in [
+                (
+                    ClusterOptions {
+                        cooling: f64::NAN,
+                        ..Default::default()
+                    },
+                    "cooling",
+                ),
+                (
+                    ClusterOptions {
+                        min_eig: f64::NAN,
+                        ..Default::default()
+                    },
+                    "eigenvalue threshold",
+                ),
+                (
+                    ClusterOptions {
+                        too_small: -1.0,
+                        ..Default::default()
+                    },
+                    "never split",
+                ),
+                (
+                    ClusterOptions {
+                        max_clusters: 9,
+                        ..Default::default()
+                    },
+                    "at most the number of points",
+                ),
+            ] {
+                let opts = ClusterOptions { method, ..opts };
+                let e = da_pwc(&pool, &d, &opts, |_| {}).expect_err("refused");
+                assert!(e.to_string().contains(want), "{method:?}: {e}");
+            }
+        }
+        let empty = DistMatrix::new(0, Vec::new());
+        let e = da_pwc(&pool, &empty, &ClusterOptions::default(), |_| {}).expect_err("refused");
+        assert!(e.to_string().contains("empty"), "{e}");
     }
 
     /// Two groups of `n / 2` points, distance `dd` between groups and 0 inside.
@@ -972,7 +1059,7 @@ mod tests {
                 ..Default::default()
             };
             let one = Pool::builder().threads(1).build().unwrap();
-            let looped = da_pwc(&one, &d, &opts, |_| {});
+            let looped = da_pwc(&one, &d, &opts, |_| {}).unwrap();
             assert!(adjusted_rand_index(&looped.labels, &truth) > 0.9);
             let by_messages = ClusterOptions {
                 style: Style::Messages,
@@ -980,7 +1067,7 @@ mod tests {
             };
             for threads in [1, 2, 3] {
                 let pool = Pool::builder().threads(threads).build().unwrap();
-                let r = da_pwc(&pool, &d, &by_messages, |_| {});
+                let r = da_pwc(&pool, &d, &by_messages, |_| {}).unwrap();
                 assert_eq!(r.labels, looped.labels, "{method:?}, {threads} threads");
                 assert_eq!(
                     r.memberships, looped.memberships,
@@ -1007,7 +1094,8 @@ mod tests {
             &d,
             &opts,
             |_| {},
-        );
+        )
+        .unwrap();
         assert!((r.t_start - 0.4).abs() < 1e-3, "T_c = {}", r.t_start);
         assert_eq!(r.k, 2);
         assert!(r.labels[..n / 2].iter().all(|&l| l == r.labels[0]));
@@ -1032,14 +1120,14 @@ mod tests {
             max_clusters: 4,
             ..Default::default()
         };
-        let r = da_pwc(&pool, &d, &opts, |_| {});
+        let r = da_pwc(&pool, &d, &opts, |_| {}).unwrap();
         let ari = adjusted_rand_index(&r.labels, &fams);
         assert!(ari >= 0.9, "family ARI {ari}");
         let opts = ClusterOptions {
             max_clusters: 12,
             ..Default::default()
         };
-        let r = da_pwc(&pool, &d, &opts, |_| {});
+        let r = da_pwc(&pool, &d, &opts, |_| {}).unwrap();
         let ari = adjusted_rand_index(&r.labels, &subs);
         assert!(ari >= 0.9, "subfamily ARI {ari}");
         let r1 = da_pwc(
@@ -1047,7 +1135,8 @@ mod tests {
             &d,
             &opts,
             |_| {},
-        );
+        )
+        .unwrap();
         assert_eq!(r.labels, r1.labels);
     }
 
@@ -1069,7 +1158,8 @@ mod tests {
                     splits.push(*t)
                 }
             },
-        );
+        )
+        .unwrap();
         assert_eq!(r1.k, 4);
         assert_eq!(splits.len(), 3);
         assert!(splits.windows(2).all(|w| w[1] < w[0]));
@@ -1080,7 +1170,8 @@ mod tests {
             &d,
             &opts,
             |_| {},
-        );
+        )
+        .unwrap();
         assert_eq!(r1.labels, r2.labels);
         assert_eq!(r1.memberships, r2.memberships);
     }
@@ -1102,7 +1193,8 @@ mod tests {
             &d,
             &opts,
             |_| {},
-        );
+        )
+        .unwrap();
         let mean = 0.8 * (2 * 30 * 30) as f64 / (n * (n - 1)) as f64;
         let mut t = 2.0 * mean;
         while 0.5 * (1.0 - 0.4 / t) > -0.01 * 0.5 {
@@ -1139,7 +1231,8 @@ mod tests {
                 if let Event::Split { .. } = e {
                     splits += 1
                 }
-            });
+            })
+            .unwrap();
             let ari = adjusted_rand_index(&r.labels, truth);
             eprintln!(
                 "spidal mode, {k} clusters: {} found after {splits} splits, ARI {ari:.4}",

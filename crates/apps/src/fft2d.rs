@@ -735,11 +735,31 @@ pub fn read_rows(
     if r.end > n || r.start > r.end {
         return Err(Error::Invalid(format!("fft2d: rows {r:?} beyond N = {n}")));
     }
+    // A value that is not finite would spread through its whole row and column and be
+    // written out as a result: refused, named by its place in the matrix.
+    let finite = |vals: Vec<Complex64>| -> Result<(usize, Vec<Complex64>)> {
+        match vals
+            .iter()
+            .position(|v| !(v.re.is_finite() && v.im.is_finite()))
+        {
+            None => Ok((n, vals)),
+            Some(at) => Err(Error::format(
+                path.display(),
+                0,
+                format!(
+                    "element ({}, {}) = {} is not a finite number",
+                    r.start + at / n,
+                    at % n,
+                    vals[at]
+                ),
+            )),
+        }
+    };
     if !fortran {
         let mut raw = vec![0u8; r.len() * n * eb];
         f.read_exact_at(&mut raw, (start + r.start * n * eb) as u64)
             .map_err(io)?;
-        return Ok((n, raw.chunks_exact(eb).map(|c| elem.decode(c)).collect()));
+        return finite(raw.chunks_exact(eb).map(|c| elem.decode(c)).collect());
     }
     // Column j holds element (i, j) at index j·N + i: the rows' part of each column is one
     // read, scattered into the rows.
@@ -752,17 +772,30 @@ pub fn read_rows(
             vals[k * n + j] = elem.decode(c);
         }
     }
-    Ok((n, vals))
+    finite(vals)
 }
 
-/// The largest |a − b| over the largest |b|: the relative error of `a` against `b`.
+/// The largest |a − b| over the largest |b|: the relative error of `a` against `b`. NaN
+/// where a value of either is NaN or the two differ in length (a check must not pass
+/// them).
 pub fn relative_error(a: &[Complex64], b: &[Complex64]) -> f64 {
-    let scale = b.iter().map(|x| x.norm()).fold(0.0, f64::max);
+    if a.len() != b.len() {
+        return f64::NAN;
+    }
+    // `f64::max` drops a NaN; these folds keep it.
+    let worst = |m: f64, x: f64| {
+        if x.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(x)
+        }
+    };
+    let scale = b.iter().map(|x| x.norm()).fold(0.0, worst);
     let diff = a
         .iter()
         .zip(b)
         .map(|(x, y)| (x - y).norm())
-        .fold(0.0, f64::max);
+        .fold(0.0, worst);
     if scale == 0.0 {
         diff
     } else {
@@ -1025,6 +1058,26 @@ mod tests {
             .contains("<f8"));
         std::fs::write(&p, b"hello").unwrap();
         assert!(read_rows(&p, |n| 0..n).is_err());
+        // A value that is not finite is refused, named by its place (also when only the rows
+        // that hold it are read, and in Fortran order).
+        let mut bad = x.clone();
+        bad[3 * n + 4] = Complex64::new(f64::INFINITY, 0.0);
+        std::fs::write(&p, to_npy(n, &bad)).unwrap();
+        for rows in [0..n, 3..4] {
+            let e = read_rows(&p, |_| rows.clone()).unwrap_err().to_string();
+            assert!(
+                e.contains("element (3, 4)") && e.contains("not a finite"),
+                "{e}"
+            );
+        }
+        assert!(read_rows(&p, |_| 0..3).is_ok());
+        // A check compares like with like: NaN and unequal lengths are never a pass.
+        let mut nan = x.clone();
+        nan[5] = Complex64::new(f64::NAN, 0.0);
+        assert!(relative_error(&nan, &x).is_nan());
+        assert!(relative_error(&x, &nan).is_nan());
+        assert!(relative_error(&x[1..], &x).is_nan());
+        assert_eq!(relative_error(&x, &x), 0.0);
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(check_n(0, 1).is_err());
         assert!(check_n(MAX_N + 1, 1).is_err());

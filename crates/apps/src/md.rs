@@ -99,7 +99,13 @@ impl Options {
 
 /// The initial state: positions (3N) on a simple cubic lattice of the given density, filled in
 /// index order, and velocities (3N) from the seed with the centre of mass at rest.
-pub fn initial(o: &Options) -> (Vec<f64>, Vec<f64>) {
+///
+/// # Errors
+///
+/// As [`Options::validate`] (a density of 0 or a negative temperature would give positions
+/// or velocities that are not numbers).
+pub fn initial(o: &Options) -> Result<(Vec<f64>, Vec<f64>)> {
+    o.validate()?;
     let side = (1..).find(|s: &usize| s * s * s >= o.n).unwrap_or(1);
     let a = (1.0 / o.density).cbrt();
     let mut x = Vec::with_capacity(3 * o.n);
@@ -114,7 +120,7 @@ pub fn initial(o: &Options) -> (Vec<f64>, Vec<f64>) {
         let mean = v.iter().skip(d).step_by(3).sum::<f64>() / o.n as f64;
         v.iter_mut().skip(d).step_by(3).for_each(|c| *c -= mean);
     }
-    (x, v)
+    Ok((x, v))
 }
 
 /// Force (3) and half the pair energy (1) on particle `i` at `xi` from the particles `js`
@@ -254,7 +260,7 @@ pub fn simulate(
     let my_chunks = chunks_of(me);
     let m = mine.len();
     limits::check_alloc("md: chunk sums", limits::mul("md", m, nc)?, 32)?;
-    let (x0, v0) = initial(o);
+    let (x0, v0) = initial(o)?;
     let mut x = x0[3 * mine.start..3 * mine.end].to_vec();
     let mut v = v0[3 * mine.start..3 * mine.end].to_vec();
     drop((x0, v0));

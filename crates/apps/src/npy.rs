@@ -17,7 +17,8 @@ pub struct Header {
     pub shape: Vec<usize>,
 }
 
-/// A version-1 header for an array of `descr` and `shape`, by rows or (`fortran`) by
+/// A version-1 header (version 2 where it would be longer than 65,535 bytes) for an array
+/// of `descr` and `shape`, by rows or (`fortran`) by
 /// columns, padded with spaces and a newline to a multiple of 64 bytes as NumPy pads it;
 /// the data follows it.
 pub fn header(descr: &str, fortran: bool, shape: &[usize]) -> Vec<u8> {
@@ -29,8 +30,23 @@ pub fn header(descr: &str, fortran: bool, shape: &[usize]) -> Vec<u8> {
     };
     let dict = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': ({dims}), }}");
     let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-    let mut h = b"\x93NUMPY\x01\x00".to_vec();
-    h.extend_from_slice(&((total - 10) as u16).to_le_bytes());
+    let mut h = b"\x93NUMPY".to_vec();
+    match u16::try_from(total - 10) {
+        Ok(len) => {
+            h.extend_from_slice(&[1, 0]);
+            h.extend_from_slice(&len.to_le_bytes());
+        }
+        Err(_) => {
+            // Beyond version 1's 16-bit length: version 2, a 32-bit one (as NumPy does).
+            let total = (12 + dict.len() + 1).div_ceil(64) * 64;
+            h.extend_from_slice(&[2, 0]);
+            h.extend_from_slice(&((total - 12) as u32).to_le_bytes());
+            h.extend_from_slice(dict.as_bytes());
+            h.resize(total - 1, b' ');
+            h.push(b'\n');
+            return h;
+        }
+    }
     h.extend_from_slice(dict.as_bytes());
     h.resize(total - 1, b' ');
     h.push(b'\n');
@@ -321,6 +337,16 @@ mod tests {
         // Short and foreign files come back short, for parse to name.
         assert!(parse(&read_head(&mut &b"\x93NUM"[..]).unwrap()).is_err());
         assert!(parse(&read_head(&mut &b"hello world, not numpy"[..]).unwrap()).is_err());
+        // A header this writes beyond 65,535 bytes (30,000 dimensions) is version 2 and reads
+        // back whole; a short one stays version 1.
+        let shape = vec![1usize; 30_000];
+        let h = header("<f8", false, &shape);
+        assert_eq!((h[6], h.len() % 64), (2, 0));
+        assert_eq!(parse(&h).unwrap().shape, shape);
+        let h = header("<f8", true, &[3, 4]);
+        assert_eq!((h[6], h.len() % 64), (1, 0));
+        let p = parse(&h).unwrap();
+        assert_eq!((p.shape, p.fortran), (vec![3, 4], true));
     }
 
     #[test]

@@ -262,6 +262,8 @@ pub fn render_ranks(
     spec: &RenderSpec,
     schedule: TileSchedule,
 ) -> tiers_cluster::Result<Option<Image>> {
+    spec.validate()
+        .map_err(|e| tiers_cluster::Error::Setup(format!("render: {e}")))?;
     let tiles_x = spec.width.div_ceil(spec.tile);
     let ntiles = tiles_x * spec.height.div_ceil(spec.tile);
     let bytes = spec.width * spec.height * 3;

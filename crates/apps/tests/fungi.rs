@@ -135,7 +135,7 @@ fn fungi_subset_pipeline_agrees_with_spidal() {
     );
 
     let sub: Vec<usize> = idx.iter().map(|&i| labels[i]).collect();
-    let c = da_pwc(&pool, &d, &ClusterOptions::default(), |_| {});
+    let c = da_pwc(&pool, &d, &ClusterOptions::default(), |_| {}).unwrap();
     let ari = adjusted_rand_index(&c.labels, &sub);
     eprintln!("fungi subset: {} clusters, ARI vs SPIDAL {ari:.4}", c.k);
     assert_eq!(c.k, 10);
@@ -149,7 +149,7 @@ fn fungi_subset_pipeline_agrees_with_spidal() {
         ..ClusterOptions::spidal()
     };
     assert_eq!(opts.method, Method::Spidal);
-    let c = da_pwc(&pool, &d, &opts, |_| {});
+    let c = da_pwc(&pool, &d, &opts, |_| {}).unwrap();
     let ari = adjusted_rand_index(&c.labels, &sub);
     eprintln!(
         "fungi subset, SPIDAL's procedure: {} clusters, ARI vs SPIDAL {ari:.4}",

@@ -605,7 +605,7 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
     let r = da_pwc(&p, &d, &opts, |e| {
         log(e);
         trace.push(e.clone());
-    });
+    })?;
     cluster_report(a, &r, reference.as_deref(), (1, 1), d.n)?;
     plot_anneal(a, &trace, d.n)
 }
@@ -630,7 +630,7 @@ fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOpt
     let r = da_pwc(&p, &delta, &opts, |e| {
         log(e);
         trace.push(e.clone());
-    });
+    })?;
     delta.finish()?;
     if !root {
         return Ok(());

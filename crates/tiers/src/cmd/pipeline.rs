@@ -368,13 +368,13 @@ fn alone(
     let t_dist = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let c = if a.power == 1.0 {
-        clustering::da_pwc(pool, &d, copts, on_split)
+        clustering::da_pwc(pool, &d, copts, on_split)?
     } else {
         let mut p = d.clone();
         if let Some(v) = super::apps::raise(&mut p.data, a.power) {
             return Err(super::apps::power_overflow(a.power, v));
         }
-        clustering::da_pwc(pool, &p, copts, on_split)
+        clustering::da_pwc(pool, &p, copts, on_split)?
     };
     let t_clu = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -412,7 +412,7 @@ fn ranks(
     let mut powered = block.clone();
     super::apps::raise_rows(w, &mut powered.data, a.power)?;
     let delta = clustering::RankRows::new(w, powered, copts.max_clusters + 2)?;
-    let c = clustering::da_pwc(pool, &delta, copts, on_split);
+    let c = clustering::da_pwc(pool, &delta, copts, on_split)?;
     delta.finish()?;
     let t_clu = t.elapsed().as_secs_f64();
     let t = Instant::now();
