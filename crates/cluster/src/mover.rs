@@ -220,45 +220,17 @@ impl<'w, T: Pod> Halo<'w, T> {
     ) -> Result<Halo<'w, T>> {
         let me = world.rank();
         let elem = std::mem::size_of::<T>();
-        if decomp.ranks() != world.size() {
-            return Err(Error::Setup(format!(
-                "a halo of a decomposition over {} ranks in a world of {}",
-                decomp.ranks(),
-                world.size()
-            )));
-        }
-        if !decomp.ghosts_fit() {
-            return Err(Error::Setup(format!(
-                "a halo whose ghost regions ({} wide) reach past a neighbour's block ({:?} points over {:?} ranks)",
-                decomp.ghost(),
-                decomp.global().hi,
-                decomp.procs()
-            )));
-        }
-        if note_base
-            .checked_add(12)
-            .is_none_or(|end| end > crate::NOTIFICATIONS)
-        {
-            return Err(Error::NoSuchNotification {
-                id: note_base.saturating_add(11),
-                count: crate::NOTIFICATIONS,
-            });
-        }
-        let too_big = || {
-            Error::Setup(format!(
-                "a halo of {:?} points with ghosts {} wide: its buffers would be more bytes than memory can index",
-                decomp.global().hi,
-                decomp.ghost()
-            ))
-        };
-        let layout = layout_of(decomp, me, elem).ok_or_else(too_big)?;
-        agree(world, decomp, elem, seg, queue, note_base)?;
+        // Every check first, then one allreduce that tells every rank whether every rank
+        // passed them and was given the same halo: a rank that returned alone would leave
+        // the others waiting in the collectives that follow.
+        let local = check_halo(world, decomp, elem, note_base);
+        agree(world, decomp, elem, seg, queue, note_base, local.is_err())?;
+        let (layout, peers) = local?;
         let segment = world.segment(seg, layout.bytes)?;
         let faces = decomp.faces(me);
         let mut movers = [Mover::new(world, queue), Mover::new(world, queue)];
         for (p, m) in movers.iter_mut().enumerate() {
-            for f in &faces {
-                let theirs = layout_of(decomp, f.peer, elem).ok_or_else(too_big)?;
+            for (f, theirs) in faces.iter().zip(&peers) {
                 m.send(
                     seg.at(layout.send[f.index()]),
                     seg.on(f.peer, theirs.recv[p][f.opposite()]),
@@ -335,8 +307,59 @@ impl<'w, T: Pod> Halo<'w, T> {
     }
 }
 
-/// Checks that every rank builds the same halo: one allreduce of a fingerprint of the
-/// arguments, its minimum and maximum (equal only when the ranks agree).
+/// This rank's checks of a halo's arguments; its buffers' layout and its neighbours' (in
+/// the order of its faces).
+fn check_halo(
+    world: &World,
+    decomp: &Decomp,
+    elem: usize,
+    note_base: usize,
+) -> Result<(Layout, Vec<Layout>)> {
+    if decomp.ranks() != world.size() {
+        return Err(Error::Setup(format!(
+            "a halo of a decomposition over {} ranks in a world of {}",
+            decomp.ranks(),
+            world.size()
+        )));
+    }
+    if !decomp.ghosts_fit() {
+        return Err(Error::Setup(format!(
+            "a halo whose ghost regions ({} wide) reach past a neighbour's block ({:?} points over {:?} ranks)",
+            decomp.ghost(),
+            decomp.global().hi,
+            decomp.procs()
+        )));
+    }
+    if note_base
+        .checked_add(12)
+        .is_none_or(|end| end > crate::NOTIFICATIONS)
+    {
+        return Err(Error::NoSuchNotification {
+            id: note_base.saturating_add(11),
+            count: crate::NOTIFICATIONS,
+        });
+    }
+    let too_big = || {
+        Error::Setup(format!(
+            "a halo of {:?} points with ghosts {} wide: its buffers would be more bytes than memory can index",
+            decomp.global().hi,
+            decomp.ghost()
+        ))
+    };
+    let me = world.rank();
+    let layout = layout_of(decomp, me, elem).ok_or_else(too_big)?;
+    let peers = decomp
+        .faces(me)
+        .iter()
+        .map(|f| layout_of(decomp, f.peer, elem).ok_or_else(too_big))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((layout, peers))
+}
+
+/// Checks that every rank passed its checks (`failed`: this one did not) and builds the
+/// same halo: one allreduce of a fingerprint of the arguments, its complement (the maximum
+/// of both is a fingerprint and its complement only when every rank has the same) and the
+/// failures.
 fn agree(
     world: &World,
     decomp: &Decomp,
@@ -344,6 +367,7 @@ fn agree(
     seg: SegId,
     queue: usize,
     note_base: usize,
+    failed: bool,
 ) -> Result<()> {
     // FNV-1a over the arguments' words.
     let words = decomp.global().hi.into_iter().chain(decomp.procs()).chain([
@@ -359,8 +383,22 @@ fn agree(
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
-    let mut out = [0u64; 2];
-    world.allreduce(&[h, !h], &mut out, crate::Op::Max, Timeout::Block)?;
+    let mut out = [0u64; 3];
+    world.allreduce(
+        &[h, !h, u64::from(failed)],
+        &mut out,
+        crate::Op::Max,
+        Timeout::Block,
+    )?;
+    if out[2] != 0 && !failed {
+        return Err(Error::Setup(
+            "another rank refused the halo's arguments (its error names why)".into(),
+        ));
+    }
+    if failed {
+        // This rank's own error says why (the caller returns it).
+        return Ok(());
+    }
     if out[0] != !out[1] {
         return Err(Error::Setup(format!(
             "the ranks build different halos (decomposition, element size, segment, queue or notifications differ): this rank's is {:?} points over {:?} ranks, ghosts {}, {elem}-byte elements, segment {}, queue {queue}, notifications from {note_base}",

@@ -166,6 +166,17 @@ fn bad_halos_are_refused() {
             .err()
             .expect("refused");
         assert!(e.to_string().contains("build different halos"), "{e}");
+        // One rank refuses its arguments, the other has nothing to refuse: both are told,
+        // neither waits for the other.
+        let base = if w.rank() == 0 { usize::MAX - 5 } else { 0 };
+        let e = Halo::<f64>::new(w, &d, SegId(0), 0, base)
+            .err()
+            .expect("refused");
+        if w.rank() == 0 {
+            assert!(matches!(e, Error::NoSuchNotification { .. }), "{e}");
+        } else {
+            assert!(e.to_string().contains("another rank refused"), "{e}");
+        }
         // Nothing was made: the segment id is free, and a good halo still works.
         let d = Decomp::new([8, 8, 8], 2, 1).unwrap();
         assert!(Halo::<f64>::new(w, &d, SegId(0), 0, 0).is_ok());
