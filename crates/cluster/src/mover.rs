@@ -206,11 +206,12 @@ impl<'w, T: Pod> Halo<'w, T> {
     ///
     /// [`Error::Setup`] when `decomp` is not over the world's ranks, when its ghost regions
     /// are wider than a neighbour's block ([`Decomp::ghosts_fit`]), when the buffers would
-    /// be more bytes than memory can index, or when the notifications `note_base ..
-    /// note_base + 12` are not all ids of a segment; [`Error::CollectiveMismatch`] when
-    /// the ranks disagree on the decomposition, the element size, `seg`, `queue` or
-    /// `note_base` (checked with one allreduce before the segment is made); and as
-    /// [`World::segment`].
+    /// be more bytes than memory can index, when the ranks disagree on the decomposition,
+    /// the element size, `seg`, `queue` or `note_base`, or when another rank refused its
+    /// arguments; [`Error::NoSuchNotification`] when the notifications `note_base ..
+    /// note_base + 12` are not all ids of a segment; and as [`World::segment`]. Every check
+    /// is made, and its verdict shared by one allreduce, before the segment is made, so
+    /// every rank returns.
     pub fn new(
         world: &'w World,
         decomp: &Decomp,

@@ -160,6 +160,10 @@ struct State {
     pushed: Vec<u64>,
     acked: Vec<u64>,
     pending: Option<Pending>,
+    /// The first disagreement the collective in progress found (a message of another call,
+    /// a block of another length): its steps go on, so that every message of the call is
+    /// taken, and it is returned when the call ends, also after a timeout and a resume.
+    wrong: Option<Error>,
 }
 
 /// Two-sided messaging over one segment of a [`World`] (see the [module](self) notes).
@@ -248,22 +252,7 @@ impl<'w> Comm<'w> {
     ) -> Result<Comm<'w>> {
         match Placement::from_env(world)? {
             Some(p) => Comm::replicated(world, seg, opts, p.replicas, timeout),
-            None => {
-                // Every rank must lay its rings out alike (a sender writes at the offsets its
-                // own options give): one allreduce of the options, their maxima and minima.
-                // (Replicas are started alike by the launcher, and a world allreduce would
-                // not survive a dead one.)
-                let (a, b) = (opts.slots as u64, opts.slot_bytes as u64);
-                let mut all = [0u64; 4];
-                world.allreduce(&[a, b, !a, !b], &mut all, Op::Max, timeout)?;
-                if all[0] != !all[2] || all[1] != !all[3] {
-                    return Err(Error::Setup(format!(
-                        "two-sided messaging: the ranks give different ring options (this rank {opts:?}; slots up to {}, slot bytes up to {})",
-                        all[0], all[1]
-                    )));
-                }
-                Comm::physical(world, seg, opts, timeout)
-            }
+            None => Comm::physical(world, seg, opts, timeout),
         }
     }
 
@@ -325,6 +314,22 @@ impl<'w> Comm<'w> {
             .and_then(|x| x.checked_mul(opts.slot_bytes))
             .ok_or_else(|| Error::Setup(format!("two-sided segment size overflows: {opts:?}")))?;
         let segment = world.segment_timeout(seg, bytes, timeout)?;
+        // Every rank must lay its rings out alike (a sender writes at the offsets its own
+        // options give). The segments' sizes, which every rank knows once they are made,
+        // tell options apart without another collective (whose timeout a resumed creation
+        // could not resume): where they differ, every rank sees a size other than its own.
+        // (A rank whose size is unknown, a replica that died before it made its segment,
+        // is not a disagreement.)
+        for r in 0..size {
+            let Ok(theirs) = world.segment_size(seg, r) else {
+                continue;
+            };
+            if theirs != bytes {
+                return Err(Error::Setup(format!(
+                    "two-sided messaging: the ranks give different ring options: this rank's {opts:?} make a segment of {bytes} bytes, rank {r}'s one of {theirs}"
+                )));
+            }
+        }
         Ok(Comm {
             world,
             seg: segment,
@@ -344,6 +349,7 @@ impl<'w> Comm<'w> {
                 pushed: vec![0; size],
                 acked: vec![0; size],
                 pending: None,
+                wrong: None,
             }),
             repl: None,
         })
@@ -703,7 +709,10 @@ impl<'w> Comm<'w> {
     ) -> Result<()> {
         let pending = self.state.borrow().pending;
         let start = match pending {
-            None => 0,
+            None => {
+                self.state.borrow_mut().wrong = None;
+                0
+            }
             Some(p) if p.call == call && p.channel == channel => p.step,
             Some(p) => return Err(Error::mismatch(call, p.call, self.me)),
         };
@@ -719,7 +728,9 @@ impl<'w> Comm<'w> {
                     return Err(Error::Timeout);
                 }
                 Err(e) => {
-                    self.state.borrow_mut().pending = None;
+                    let mut st = self.state.borrow_mut();
+                    st.pending = None;
+                    st.wrong = None;
                     return Err(e);
                 }
             }
@@ -736,8 +747,14 @@ impl<'w> Comm<'w> {
                 Err(Error::Timeout)
             }
             r => {
-                self.state.borrow_mut().pending = None;
-                r
+                let mut st = self.state.borrow_mut();
+                st.pending = None;
+                // A disagreement found on the way is the call's answer once it has taken
+                // every message.
+                match (r, st.wrong.take()) {
+                    (Ok(()), Some(e)) => Err(e),
+                    (r, _) => r,
+                }
             }
         }
     }
@@ -779,8 +796,10 @@ impl<'w> Comm<'w> {
     ///
     /// # Errors
     ///
-    /// [`Error::LengthMismatch`] when `input` and `output` differ in length or another rank's
-    /// input has another length, and as [`Comm::barrier`].
+    /// [`Error::LengthMismatch`] when `input` and `output` differ in length;
+    /// [`Error::CollectiveMismatch`] when another rank's call has another length, type or
+    /// operation (every rank of such a call is told, once it has taken every message of
+    /// it); and as [`Comm::barrier`].
     pub fn allreduce<T: Reducible>(
         &self,
         input: &[T],
@@ -811,7 +830,6 @@ impl<'w> Comm<'w> {
         // compares with its own: ranks that disagree all get an error rather than results
         // that differ. A message that does not match is taken all the same, and the call goes
         // on taking the others: left queued, they would be the next allreduce's.
-        let mut wrong: Option<Error> = None;
         self.collective(call, ALLREDUCE, 1 + p, deadline, |s| {
             if s == 0 {
                 let mut msg = call_header(call).to_vec();
@@ -830,17 +848,18 @@ impl<'w> Comm<'w> {
                 }
                 return Ok(());
             }
+            let mut wrong = None;
             self.receive(src, ALLREDUCE, 0, deadline, |m| {
                 let theirs = m.get(..CALL_HEADER).and_then(header_call);
                 let data = m.get(CALL_HEADER..).unwrap_or_default();
                 match theirs {
                     Some(t) if t == call && data.len() == out.len() => {}
                     Some(t) => {
-                        wrong.get_or_insert(Error::mismatch(call, t, src));
+                        wrong = Some(Error::mismatch(call, t, src));
                         return Ok(());
                     }
                     None => {
-                        wrong.get_or_insert(Error::mismatch(call, Collective::Unknown, src));
+                        wrong = Some(Error::mismatch(call, Collective::Unknown, src));
                         return Ok(());
                     }
                 }
@@ -850,9 +869,10 @@ impl<'w> Comm<'w> {
                     combine(ty, op, out, data);
                 }
                 Ok(())
-            })
-        })?;
-        wrong.map_or(Ok(()), Err)
+            })?;
+            self.found_wrong(wrong);
+            Ok(())
+        })
     }
 
     /// Collective: block `d` of `send` (`send.len() / size` elements) goes to rank `d`, block
@@ -933,17 +953,10 @@ impl<'w> Comm<'w> {
         let me = self.me;
         let sbytes = as_bytes(send);
         let rbytes = as_bytes_mut(recv);
-        // This rank's own block is checked before anything is sent: after the sends, the
-        // peers would be one exchange ahead of this rank.
-        if send_counts[me] != recv_counts[me] {
-            return Err(Error::LengthMismatch {
-                input: send_counts[me],
-                output: recv_counts[me],
-            });
-        }
-        // A block of the wrong length is taken all the same, and the call goes on taking the
-        // others: left queued, they would be the next exchange's.
-        let mut wrong: Option<Error> = None;
+        // A block of the wrong length, this rank's own included, is an error when the call
+        // ends; its steps go on all the same, so that every rank sends and takes every block
+        // (an error at one rank alone would leave the others waiting for its blocks, or one
+        // exchange ahead).
         self.collective(Collective::Unknown, ALLTOALL, p, deadline, |s| {
             if s == 0 {
                 for i in 1..p {
@@ -952,15 +965,23 @@ impl<'w> Comm<'w> {
                     self.post(d, ALLTOALL, 0, sbytes[a..a + n].to_vec())?;
                 }
                 let (a, n) = (soff[me], send_counts[me] * elem);
-                let b = roff[me];
-                rbytes[b..b + n].copy_from_slice(&sbytes[a..a + n]);
+                let (b, m) = (roff[me], recv_counts[me] * elem);
+                if n == m {
+                    rbytes[b..b + m].copy_from_slice(&sbytes[a..a + n]);
+                } else {
+                    self.found_wrong(Some(Error::LengthMismatch {
+                        input: send_counts[me],
+                        output: recv_counts[me],
+                    }));
+                }
                 return self.progress(deadline);
             }
             let src = (me + p - s) % p;
             let (b, m) = (roff[src], recv_counts[src] * elem);
+            let mut wrong = None;
             self.receive(src, ALLTOALL, 0, deadline, |msg| {
                 if msg.len() != m {
-                    wrong.get_or_insert(Error::LengthMismatch {
+                    wrong = Some(Error::LengthMismatch {
                         input: msg.len() / elem.max(1),
                         output: m / elem.max(1),
                     });
@@ -968,9 +989,17 @@ impl<'w> Comm<'w> {
                 }
                 rbytes[b..b + m].copy_from_slice(msg);
                 Ok(())
-            })
-        })?;
-        wrong.map_or(Ok(()), Err)
+            })?;
+            self.found_wrong(wrong);
+            Ok(())
+        })
+    }
+
+    /// Keeps the first disagreement of the collective in progress (see `State::wrong`).
+    fn found_wrong(&self, e: Option<Error>) {
+        if let Some(e) = e {
+            self.state.borrow_mut().wrong.get_or_insert(e);
+        }
     }
 }
 
