@@ -238,7 +238,10 @@ impl<'w> Comm<'w> {
         Comm::with_options(world, seg, Options::default(), timeout)
     }
 
-    /// As [`Comm::new`] with ring sizes of one's own.
+    /// As [`Comm::new`] with ring sizes of one's own. Every rank must give the same options:
+    /// a sender writes at the offsets its own options give. (They are not compared across
+    /// ranks: that would cost a collective beside the segment's creation, which a creation
+    /// that timed out could then not resume.)
     ///
     /// # Errors
     ///
@@ -314,22 +317,6 @@ impl<'w> Comm<'w> {
             .and_then(|x| x.checked_mul(opts.slot_bytes))
             .ok_or_else(|| Error::Setup(format!("two-sided segment size overflows: {opts:?}")))?;
         let segment = world.segment_timeout(seg, bytes, timeout)?;
-        // Every rank must lay its rings out alike (a sender writes at the offsets its own
-        // options give). The segments' sizes, which every rank knows once they are made,
-        // tell options apart without another collective (whose timeout a resumed creation
-        // could not resume): where they differ, every rank sees a size other than its own.
-        // (A rank whose size is unknown, a replica that died before it made its segment,
-        // is not a disagreement.)
-        for r in 0..size {
-            let Ok(theirs) = world.segment_size(seg, r) else {
-                continue;
-            };
-            if theirs != bytes {
-                return Err(Error::Setup(format!(
-                    "two-sided messaging: the ranks give different ring options: this rank's {opts:?} make a segment of {bytes} bytes, rank {r}'s one of {theirs}"
-                )));
-            }
-        }
         Ok(Comm {
             world,
             seg: segment,
