@@ -103,10 +103,25 @@ pub struct Procrustes {
     pub rms: f64,
 }
 
+/// Checks that `len` values are whole points of `d` coordinates (see the callers' `# Panics`).
+pub(crate) fn whole_points(len: usize, d: usize) {
+    assert!(
+        d > 0 && len % d == 0,
+        "{len} coordinates are not whole points of {d} dimensions"
+    );
+}
+
 /// Orthogonal Procrustes with scaling: the rotation (or reflection) R, scale s and shift that
 /// minimise Σ|s·x_i·R + t − y_i|², for n×d row-major point sets.
+///
+/// # Panics
+///
+/// When `d` is 0 or the points are not whole (`len % d != 0`): a fault of the caller
+/// (the commands pass points they made), which would otherwise drop coordinates silently.
+/// Also when the two sets differ in length.
 pub fn procrustes(x: &[f64], y: &[f64], d: usize) -> Procrustes {
     assert_eq!(x.len(), y.len());
+    whole_points(x.len(), d);
     let n = x.len() / d;
     let mean = |p: &[f64]| -> Vec<f64> {
         (0..d)

@@ -130,7 +130,13 @@ impl DistMatrix {
     }
 
     /// Euclidean distances of the rows of an n×d point array.
+    ///
+    /// # Panics
+    ///
+    /// When `d` is 0 or the points are not whole (`len % d != 0`): a fault of the caller
+    /// (the commands pass points they made), which would otherwise drop coordinates silently.
     pub fn euclidean(points: &[f64], d: usize) -> DistMatrix {
+        crate::compare::whole_points(points.len(), d);
         let n = points.len() / d;
         let mut data = vec![0f32; n * n];
         for i in 0..n {

@@ -520,7 +520,13 @@ pub fn smacof_ranks(
 
 /// Writes points as `index<TAB>x<TAB>y…` lines (SPIDAL's points format without labels) or, for
 /// a `.csv` path, comma-separated.
+///
+/// # Panics
+///
+/// When `dims` is 0 or the points are not whole (`len % dims != 0`): a fault of the caller
+/// (the commands pass points they made), which would otherwise drop coordinates silently.
 pub fn format_points(points: &[f64], dims: usize, csv: bool) -> String {
+    crate::compare::whole_points(points.len(), dims);
     use std::fmt::Write as _;
     let sep = if csv { ',' } else { '\t' };
     let mut s = String::new();

@@ -4,7 +4,13 @@
 use crate::compare::sym_eigen;
 
 /// Projects N×d points onto their two principal axes, scaled into [0, 1]².
+///
+/// # Panics
+///
+/// When `d` is 0 or the points are not whole (`len % d != 0`): a fault of the caller
+/// (the commands pass points they made), which would otherwise drop coordinates silently.
 pub fn principal_axes(points: &[f64], d: usize) -> Vec<(f64, f64)> {
+    crate::compare::whole_points(points.len(), d);
     let n = points.len() / d;
     if n == 0 {
         return Vec::new();
