@@ -15,7 +15,8 @@ pub enum Placement {
     /// Spread over packages, then cores, using a core's second hardware thread only when every
     /// core has one thread. Best for memory bandwidth.
     Scatter,
-    /// Exactly these processors, in this order (thread i on `list[i % len]`).
+    /// Exactly these processors, in this order (thread i on `list[i % len]`); an empty list
+    /// pins nothing, as [`Placement::None`].
     List(Vec<usize>),
     /// Leave threads where the OS puts them.
     None,
@@ -48,6 +49,8 @@ impl Placement {
         let allowed = |id: usize| topo.affinity.is_empty() || topo.affinity.contains(&id);
         let order: Vec<usize> = match self {
             Placement::None => return Vec::new(),
+            // An empty list pins nothing, as `None`.
+            Placement::List(list) if list.is_empty() => return Vec::new(),
             Placement::List(list) => return (0..n).map(|i| list[i % list.len()]).collect(),
             Placement::Compact => {
                 let mut cpus: Vec<_> = topo.cpus.iter().filter(|c| allowed(c.id)).collect();

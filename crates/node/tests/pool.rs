@@ -97,6 +97,66 @@ fn loops_cover_every_index_exactly_once() {
     }
 }
 
+/// Block and chunk sizes near `usize::MAX`, and ranges at the top of `usize`: every index
+/// once, none outside the range, and the loop ends (sizes that wrapped ran indices twice, or
+/// from 0, for ever).
+#[test]
+fn huge_blocks_and_ranges_at_the_top_cover_every_index_once() {
+    let p = pool(2, WaitPolicy::Auto);
+    let top = usize::MAX - 4..usize::MAX;
+    for schedule in [
+        Schedule::Dynamic(1 << 63),
+        Schedule::Dynamic(usize::MAX),
+        Schedule::Dynamic(1),
+        Schedule::Blocked(1 << 63),
+        Schedule::Blocked(usize::MAX),
+        Schedule::Blocked(1),
+        Schedule::Dynamic(0),
+        Schedule::Blocked(0),
+    ] {
+        for range in [0..10, top.clone()] {
+            let seen: Vec<AtomicUsize> = range.clone().map(|_| AtomicUsize::new(0)).collect();
+            let outside = AtomicUsize::new(0);
+            p.for_each(range.clone(), schedule, |i| {
+                if range.contains(&i) {
+                    seen[i - range.start].fetch_add(1, Ordering::Relaxed);
+                } else {
+                    outside.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            assert_eq!(outside.load(Ordering::Relaxed), 0, "{schedule:?} {range:?}");
+            assert!(
+                seen.iter().all(|s| s.load(Ordering::Relaxed) == 1),
+                "{schedule:?} {range:?}"
+            );
+        }
+    }
+}
+
+/// An empty processor list pins nothing (it divided by its length), for a pool and for a
+/// hierarchical barrier.
+#[test]
+fn an_empty_processor_list_pins_nothing() {
+    let p = Pool::builder()
+        .threads(2)
+        .placement(Placement::List(Vec::new()))
+        .warn_oversubscription(false)
+        .build()
+        .unwrap();
+    let n = AtomicUsize::new(0);
+    p.for_each(0..100, Schedule::Static, |_| {
+        n.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(n.load(Ordering::Relaxed), 100);
+    let b = tiers_node::HierBarrier::for_cpus(2, Some(&[]), WaitPolicy::Auto);
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let b = &b;
+            s.spawn(move || b.wait(t));
+        }
+    });
+}
+
 #[test]
 fn static_schedule_is_a_row_block_partition() {
     let p = pool(3, WaitPolicy::Auto);

@@ -103,8 +103,9 @@ impl HierBarrier {
         let topo = Topology::detect();
         let placed;
         let cpus = match cpus {
-            Some(c) => c,
-            None => {
+            Some(c) if !c.is_empty() => c,
+            // No list, or an empty one: the compact placement's.
+            _ => {
                 placed = Placement::Compact.cpus(parties, &topo);
                 &placed
             }

@@ -444,7 +444,7 @@ impl Pool {
         if self.inner.n == 1 {
             return f(range);
         }
-        let next = CachePadded::new(AtomicUsize::new(range.start));
+        let next = CachePadded::new(AtomicUsize::new(0));
         self.spmd(|w| run_schedule(w.index(), w.count(), &range, schedule, &next, &f));
     }
 
@@ -466,7 +466,7 @@ impl Pool {
         C: Fn(T, T) -> T + Sync,
     {
         let partials: Vec<Mutex<Option<T>>> = (0..self.inner.n).map(|_| Mutex::new(None)).collect();
-        let next = CachePadded::new(AtomicUsize::new(range.start));
+        let next = CachePadded::new(AtomicUsize::new(0));
         let body = |w: &Worker<'_>| {
             let acc = core::cell::RefCell::new(Some(identity()));
             if !range.is_empty() {
@@ -521,22 +521,33 @@ fn run_schedule(
                 f(r);
             }
         }
+        // Saturating and checked arithmetic throughout: a block or chunk size near
+        // `usize::MAX`, or a range near its top, must not wrap (an index run twice, or outside
+        // the range, or a loop that never ends).
         Schedule::Blocked(b) => {
             let b = b.max(1);
-            let mut start = range.start + me * b;
+            let Some(mut start) = me.checked_mul(b).and_then(|o| range.start.checked_add(o)) else {
+                return;
+            };
+            let stride = n.saturating_mul(b);
             while start < range.end {
-                f(start..(start + b).min(range.end));
-                start = start.saturating_add(n * b);
+                f(start..start.saturating_add(b).min(range.end));
+                start = start.saturating_add(stride);
             }
         }
         Schedule::Dynamic(c) => {
             let c = c.max(1);
             loop {
-                let start = next.fetch_add(c, Ordering::Relaxed);
+                // Chunk numbers, not indices: each worker takes at most one past the end, so
+                // the count cannot wrap, whatever the chunk size.
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(start) = k.checked_mul(c).and_then(|o| range.start.checked_add(o)) else {
+                    break;
+                };
                 if start >= range.end {
                     break;
                 }
-                f(start..(start + c).min(range.end));
+                f(start..start.saturating_add(c).min(range.end));
             }
         }
     }

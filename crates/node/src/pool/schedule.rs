@@ -9,10 +9,10 @@ pub enum Schedule {
     /// partition). No shared state: the cheapest schedule when iterations cost the same.
     #[default]
     Static,
-    /// Blocks of `b` iterations dealt round-robin to the workers (OpenMP's `static, b`; the
+    /// Blocks of `b` iterations (0 is taken as 1) dealt round-robin to the workers (OpenMP's `static, b`; the
     /// seed's b = 64 for the blocked matrix multiply).
     Blocked(usize),
-    /// Chunks of `c` iterations claimed one by one from a shared counter: balances uneven
+    /// Chunks of `c` iterations (0 is taken as 1) claimed one by one from a shared counter: balances uneven
     /// iterations at the price of one atomic add per chunk.
     Dynamic(usize),
 }

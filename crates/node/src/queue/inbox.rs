@@ -169,7 +169,7 @@ impl<T: Send> Inbox<T> {
             }
             backoff.snooze();
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::wait::after(Instant::now(), timeout);
         loop {
             let bell = self.shared.bell.load(Ordering::Acquire);
             self.shared.sleeping.store(1, Ordering::SeqCst);
@@ -210,7 +210,8 @@ impl<T: Send> Inbox<T> {
                 return n;
             }
             if !backoff.is_spinning() {
-                let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                let d =
+                    *deadline.get_or_insert_with(|| crate::wait::after(Instant::now(), timeout));
                 if backoff.is_completed() {
                     break d;
                 }
@@ -411,6 +412,25 @@ mod tests {
         let mut tx = h.join().unwrap();
         tx.try_push(8).unwrap();
         assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(8));
+        // A timeout of Duration::MAX is a wait without end, not an overflow (the messages
+        // come after the spin, so that the deadline is computed).
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            tx.push_notify(9).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+            tx.push_notify(10).unwrap();
+            tx
+        });
+        assert_eq!(q.pop_timeout(Duration::MAX), Some(9));
+        let mut got = Vec::new();
+        assert_eq!(q.recv_batch(8, Duration::MAX, |v| got.push(v)), 1);
+        assert_eq!(got, [10]);
+        drop(h.join().unwrap());
+        let mut b = Backoff::new()
+            .spin_for(Duration::MAX)
+            .yield_for(Duration::MAX);
+        b.snooze();
+        assert!(b.is_spinning());
     }
 
     #[test]

@@ -409,7 +409,7 @@ impl Backoff {
             return true;
         };
         let now = Instant::now();
-        if now < *self.yield_until.get_or_insert(now + time) {
+        if now < *self.yield_until.get_or_insert(after(now, time)) {
             return true;
         }
         self.yield_limit = self.yields;
@@ -445,7 +445,7 @@ impl Backoff {
             return true;
         }
         let now = Instant::now();
-        if now < *self.spin_until.get_or_insert(now + time) {
+        if now < *self.spin_until.get_or_insert(after(now, time)) {
             return true;
         }
         self.spin_end = self.spins;
@@ -515,6 +515,13 @@ const fn loom_bound(steps: u32) -> u32 {
     } else {
         steps
     }
+}
+
+/// `now + d`, or a century from now where that is beyond what an `Instant` holds (a wait of
+/// `Duration::MAX` is a wait without end, not an overflow).
+pub(crate) fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }
 
 impl Default for Backoff {

@@ -13,6 +13,7 @@
 
 mod backoff;
 
+pub(crate) use backoff::after;
 pub use backoff::Backoff;
 
 use crate::futex;
