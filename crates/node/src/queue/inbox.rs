@@ -81,19 +81,30 @@ pub const DEFAULT_MAX_PRODUCERS: usize = 256;
 impl<T: Send> Inbox<T> {
     /// A queue whose producers each get a ring of `capacity` messages (rounded up to a power of
     /// two), for up to [`DEFAULT_MAX_PRODUCERS`] producers.
+    ///
+    /// # Panics
+    ///
+    /// When `capacity` is 0 or above [`spsc::MAX_CAPACITY`](super::spsc::MAX_CAPACITY) (a
+    /// fault of the caller).
     pub fn new(capacity: usize) -> Self {
         Self::with_max_producers(capacity, DEFAULT_MAX_PRODUCERS)
     }
 
     /// As [`Inbox::new`], for up to `max_producers` producers.
+    ///
+    /// # Panics
+    ///
+    /// As [`Inbox::new`], and when `max_producers` is 0 or above 2^20 (each takes a slot
+    /// whether used or not).
     pub fn with_max_producers(capacity: usize, max_producers: usize) -> Self {
         assert!(
-            max_producers > 0,
-            "tiers: a queue needs room for at least one producer"
+            (1..=1 << 20).contains(&max_producers),
+            "tiers: a queue has room for 1 to 2^20 producers, not {max_producers}"
         );
         assert!(
-            capacity > 0,
-            "tiers: a queue needs a capacity of at least 1"
+            (1..=super::spsc::MAX_CAPACITY).contains(&capacity),
+            "tiers: a queue's capacity is 1 to {} messages, not {capacity}",
+            super::spsc::MAX_CAPACITY
         );
         Inbox {
             shared: Arc::new(Shared {

@@ -44,8 +44,8 @@ unsafe impl<T: Send> Sync for Ring<T> {}
 impl<T> Ring<T> {
     pub(crate) fn new(capacity: usize) -> Self {
         assert!(
-            capacity > 0,
-            "tiers: a queue needs a capacity of at least 1"
+            (1..=MAX_CAPACITY).contains(&capacity),
+            "tiers: a queue's capacity is 1 to {MAX_CAPACITY} messages, not {capacity}"
         );
         let cap = capacity.next_power_of_two();
         Ring {
@@ -188,7 +188,15 @@ pub struct Consumer<T> {
     ring: Arc<Ring<T>>,
 }
 
+/// The largest capacity of a queue (2^32 messages: rounded up to a power of two, a larger
+/// one would overflow, and its slots alone would not fit in memory).
+pub const MAX_CAPACITY: usize = 1 << 32;
+
 /// A bounded SPSC channel with room for at least `capacity` messages (rounded up to a power of two).
+///
+/// # Panics
+///
+/// When `capacity` is 0 or above [`MAX_CAPACITY`] (a fault of the caller).
 pub fn channel<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     let ring = Arc::new(Ring::new(capacity));
     (Producer { ring: ring.clone() }, Consumer { ring })
