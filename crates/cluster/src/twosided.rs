@@ -819,7 +819,7 @@ impl<'w> Comm<'w> {
         // on taking the others: left queued, they would be the next allreduce's.
         self.collective(call, ALLREDUCE, 1 + p, deadline, |s| {
             if s == 0 {
-                let mut msg = call_header(call).to_vec();
+                let mut msg = call.word().to_le_bytes().to_vec();
                 msg.extend_from_slice(bytes);
                 for d in (0..p).filter(|&d| d != me) {
                     self.post(d, ALLREDUCE, 0, msg.clone())?;
@@ -837,7 +837,10 @@ impl<'w> Comm<'w> {
             }
             let mut wrong = None;
             self.receive(src, ALLREDUCE, 0, deadline, |m| {
-                let theirs = m.get(..CALL_HEADER).and_then(header_call);
+                let theirs = m
+                    .get(..CALL_HEADER)
+                    .and_then(|h| h.try_into().ok())
+                    .map(|h| Collective::from_word(u64::from_le_bytes(h)));
                 let data = m.get(CALL_HEADER..).unwrap_or_default();
                 match theirs {
                     Some(t) if t == call && data.len() == out.len() => {}
@@ -990,37 +993,8 @@ impl<'w> Comm<'w> {
     }
 }
 
-/// Bytes of the call ahead of an allreduce's data ([`call_header`]).
-const CALL_HEADER: usize = 16;
-
-const OPS: [Op; 3] = [Op::Min, Op::Max, Op::Sum];
-const TYPES: [DataType; 6] = [
-    DataType::I32,
-    DataType::U32,
-    DataType::I64,
-    DataType::U64,
-    DataType::F32,
-    DataType::F64,
-];
-
-/// An allreduce's call as its messages carry it: operation, type, 6 bytes of 0, length.
-fn call_header(call: Collective) -> [u8; CALL_HEADER] {
-    let mut h = [0u8; CALL_HEADER];
-    if let Collective::Allreduce { len, ty, op } = call {
-        h[0] = OPS.iter().position(|&o| o == op).unwrap_or(0) as u8;
-        h[1] = TYPES.iter().position(|&t| t == ty).unwrap_or(0) as u8;
-        h[8..].copy_from_slice(&(len as u64).to_le_bytes());
-    }
-    h
-}
-
-/// The call a [`call_header`] names; `None` for bytes that are not one.
-fn header_call(h: &[u8]) -> Option<Collective> {
-    let op = *OPS.get(usize::from(*h.first()?))?;
-    let ty = *TYPES.get(usize::from(*h.get(1)?))?;
-    let len = usize::try_from(u64::from_le_bytes(h.get(8..16)?.try_into().ok()?)).ok()?;
-    Some(Collective::Allreduce { len, ty, op })
-}
+/// Bytes of the call ahead of an allreduce's data: its [`Collective::word`].
+const CALL_HEADER: usize = 8;
 
 #[cfg(test)]
 mod tests {
