@@ -49,7 +49,7 @@ pub mod topology;
 pub mod wait;
 
 pub use barrier::{
-    ActiveBarrier, AdaptiveBarrier, Barrier, BarrierKind, CentralBarrier, HierBarrier,
+    ActiveBarrier, AdaptiveBarrier, Barrier, BarrierKind, Breakable, CentralBarrier, HierBarrier,
     PassiveBarrier, RelaxedBarrier,
 };
 pub use buffer::{Align, AlignedBuf};
@@ -60,7 +60,7 @@ pub use padded::CachePadded;
 pub use placement::Placement;
 pub use pool::{current_worker, partition, Pool, PoolBuilder, PoolError, Schedule, Worker};
 pub use private::PerWorker;
-pub use queue::{Full, Inbox, InboxSender};
+pub use queue::{Full, Inbox, InboxSender, NoRoom};
 pub use timer::Ticks;
 pub use topology::{HwlocError, Topology};
 pub use wait::{Backoff, WaitPolicy};

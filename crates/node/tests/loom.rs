@@ -19,7 +19,7 @@ use tiers_node::lock::{Lock, McsLock, RawLock, TicketLock, TtasLock};
 use tiers_node::queue::spsc;
 use tiers_node::wait::LoomSignal;
 use tiers_node::{
-    ActiveBarrier, AdaptiveBarrier, Barrier, CentralBarrier, Full, HierBarrier, Inbox,
+    ActiveBarrier, AdaptiveBarrier, Barrier, Breakable, CentralBarrier, Full, HierBarrier, Inbox,
     PassiveBarrier, RelaxedBarrier, WaitPolicy,
 };
 
@@ -297,6 +297,72 @@ fn barrier_dissemination_park_2() {
 #[test]
 fn barrier_central_spin_2() {
     barrier_model(2, 3, || CentralBarrier::new(2, WaitPolicy::Spin));
+}
+
+/// Thread 1 will never arrive (its closure panicked): it raises a flag and breaks the barrier
+/// open, as the pool does. Thread 0 must get through its waits, whichever comes first (a lost
+/// wake-up of a sleeping waiter is a deadlock here), and must see the flag once through (the
+/// pool's workers check it after the barrier). Mended, the barrier synchronises again.
+fn broken_model<B, F>(bound: usize, make: F)
+where
+    B: Breakable + 'static,
+    F: Fn() -> B + Sync + Send + 'static,
+{
+    model(bound, move || {
+        let b = Arc::new(make());
+        let gone = Arc::new(AtomicUsize::new(0));
+        let t = {
+            let (b, gone) = (b.clone(), gone.clone());
+            thread::spawn(move || {
+                gone.store(1, Ordering::Release);
+                b.break_open(1);
+            })
+        };
+        b.wait(0);
+        assert_eq!(gone.load(Ordering::Acquire), 1, "through before the break");
+        b.wait(0);
+        t.join().unwrap();
+        b.mend();
+        let cell = Arc::new(UnsafeCell::new(0usize));
+        let t = {
+            let (b, cell) = (b.clone(), cell.clone());
+            thread::spawn(move || {
+                // SAFETY: written only here, before the barrier; read only after it.
+                cell.with_mut(|p| unsafe { *p = 7 });
+                b.wait(1);
+            })
+        };
+        b.wait(0);
+        // SAFETY: after the barrier, the cell is only read.
+        assert_eq!(
+            cell.with(|p| unsafe { *p }),
+            7,
+            "mended barrier let 0 through early"
+        );
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn broken_dissemination_park_2() {
+    broken_model(3, || DisseminationBarrier::new(2, WaitPolicy::Park));
+}
+
+#[test]
+fn broken_adaptive_2() {
+    broken_model(3, || AdaptiveBarrier::new(2));
+}
+
+#[test]
+fn broken_relaxed_2() {
+    broken_model(3, || RelaxedBarrier::new(2));
+}
+
+#[test]
+fn broken_hier_two_groups_2() {
+    broken_model(3, || {
+        HierBarrier::with_groups(2, vec![vec![0], vec![1]], WaitPolicy::Park)
+    });
 }
 
 #[test]

@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tiers_node::{AdaptiveBarrier, Barrier, Placement, Pool, PoolError, Schedule, WaitPolicy};
+use tiers_node::{
+    AdaptiveBarrier, Barrier, BarrierKind, Placement, Pool, PoolError, Schedule, WaitPolicy,
+};
 
 fn pool(n: usize, wait: WaitPolicy) -> Pool {
     Pool::builder()
@@ -230,6 +232,68 @@ fn panics_reach_the_caller_and_the_pool_survives() {
         count.fetch_add(1, Ordering::Relaxed);
     });
     assert_eq!(count.into_inner(), 3);
+}
+
+/// A worker that panics while the others wait for it at the team barrier (or before they get
+/// there, or after their last barrier) must not leave them waiting for ever: the region ends,
+/// the caller gets that worker's panic (not one of the others leaving), and the pool's barrier
+/// works again in the next region, for every barrier kind.
+#[test]
+fn a_panic_beside_waiting_workers_ends_the_region_and_the_barrier_recovers() {
+    const BARRIERS: usize = 3;
+    for kind in BarrierKind::ALL {
+        for n in [2, 3, 4] {
+            let p = Pool::builder()
+                .threads(n)
+                .barrier(kind)
+                .warn_oversubscription(false)
+                .build()
+                .unwrap();
+            for victim in 0..n {
+                for after in [0, 1, BARRIERS] {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        p.spmd(|w| {
+                            for b in 0..BARRIERS {
+                                if w.index() == victim && b == after {
+                                    panic!("worker {victim} fails after {after}");
+                                }
+                                w.barrier();
+                            }
+                            if w.index() == victim && after == BARRIERS {
+                                panic!("worker {victim} fails after {after}");
+                            }
+                        })
+                    }));
+                    let msg = r.expect_err("the region's panic reaches the caller");
+                    assert_eq!(
+                        msg.downcast_ref::<String>().map(String::as_str),
+                        Some(format!("worker {victim} fails after {after}").as_str()),
+                        "{} barrier, {n} threads",
+                        kind.name()
+                    );
+                    // The barrier synchronises again: nobody runs ahead, nobody is left behind.
+                    let count = AtomicUsize::new(0);
+                    let wrong = AtomicUsize::new(0);
+                    p.spmd(|w| {
+                        for e in 1..=20 {
+                            count.fetch_add(1, Ordering::Relaxed);
+                            w.barrier();
+                            if count.load(Ordering::Relaxed) != n * e {
+                                wrong.fetch_add(1, Ordering::Relaxed);
+                            }
+                            w.barrier();
+                        }
+                    });
+                    assert_eq!(
+                        wrong.into_inner(),
+                        0,
+                        "{} barrier, {n} threads, victim {victim} after {after}",
+                        kind.name()
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]

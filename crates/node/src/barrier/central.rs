@@ -1,7 +1,7 @@
 //! The central, sense-reversing barrier: one shared arrival counter; the last thread to arrive
 //! resets it and publishes the new episode ("sense") that everyone else waits for.
 
-use super::{bad_index, effective_policy, no_parties, Barrier};
+use super::{bad_index, effective_policy, no_parties, Barrier, Breakable, AHEAD};
 use crate::padded::CachePadded;
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::wait::{reached, Signal, WaitPolicy};
@@ -19,6 +19,10 @@ pub struct CentralBarrier {
 
 impl CentralBarrier {
     /// A barrier for `parties` threads that waits under `policy`.
+    ///
+    /// # Panics
+    ///
+    /// When `parties` is 0.
     pub fn new(parties: usize, policy: WaitPolicy) -> Self {
         Self::named(parties, policy, "central")
     }
@@ -69,12 +73,31 @@ impl Barrier for CentralBarrier {
     }
 }
 
+impl Breakable for CentralBarrier {
+    fn break_open(&self, me: usize) {
+        let e = self.episodes[me].load(Ordering::Relaxed);
+        self.release.set(e.wrapping_add(AHEAD), WaitPolicy::Park);
+    }
+
+    fn mend(&self) {
+        self.count.store(0, Ordering::Relaxed);
+        self.release.reset();
+        for e in self.episodes.iter() {
+            e.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The relaxed barrier: a central barrier whose waiters sleep on a futex at once. For arrival
 /// spreads of milliseconds, where spinning would only steal cores from the late threads.
 pub struct RelaxedBarrier(CentralBarrier);
 
 impl RelaxedBarrier {
     /// A barrier for `parties` threads.
+    ///
+    /// # Panics
+    ///
+    /// When `parties` is 0.
     pub fn new(parties: usize) -> Self {
         RelaxedBarrier(CentralBarrier::named(parties, WaitPolicy::Park, "relaxed"))
     }
@@ -90,5 +113,14 @@ impl Barrier for RelaxedBarrier {
     }
     fn name(&self) -> &'static str {
         "relaxed"
+    }
+}
+
+impl Breakable for RelaxedBarrier {
+    fn break_open(&self, me: usize) {
+        self.0.break_open(me)
+    }
+    fn mend(&self) {
+        self.0.mend()
     }
 }

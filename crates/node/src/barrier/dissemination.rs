@@ -2,7 +2,7 @@
 //! (i + 2ᵏ) mod n and waits for the signal of thread (i − 2ᵏ) mod n. After ⌈log₂ n⌉ rounds
 //! every thread has heard, transitively, from every other.
 
-use super::{bad_index, effective_policy, no_parties, Barrier};
+use super::{bad_index, effective_policy, no_parties, Barrier, Breakable, AHEAD};
 use crate::padded::CachePadded;
 use crate::sync::{AtomicU32, Ordering};
 use crate::wait::{reached, Signal, WaitPolicy};
@@ -28,6 +28,10 @@ pub struct DisseminationBarrier {
 
 impl DisseminationBarrier {
     /// A barrier for `parties` threads that waits under `policy`.
+    ///
+    /// # Panics
+    ///
+    /// When `parties` is 0 or above 2^16.
     pub fn new(parties: usize, policy: WaitPolicy) -> Self {
         let name = match policy {
             WaitPolicy::Spin => "active",
@@ -67,6 +71,31 @@ impl DisseminationBarrier {
     /// The wait policy.
     pub fn policy(&self) -> WaitPolicy {
         self.policy
+    }
+
+    /// Sets every flag to `value`, waking its sleepers.
+    pub(super) fn open_at(&self, value: u32) {
+        for slot in self.slots.iter() {
+            for flag in &slot.flags[..self.rounds] {
+                flag.set(value, WaitPolicy::Park);
+            }
+        }
+    }
+}
+
+impl Breakable for DisseminationBarrier {
+    fn break_open(&self, me: usize) {
+        let e = self.slots[me].episode.load(Ordering::Relaxed);
+        self.open_at(e.wrapping_add(AHEAD));
+    }
+
+    fn mend(&self) {
+        for slot in self.slots.iter() {
+            slot.episode.store(0, Ordering::Relaxed);
+            for flag in &slot.flags {
+                flag.reset();
+            }
+        }
     }
 }
 
@@ -108,6 +137,10 @@ macro_rules! policy_barrier {
 
         impl $name {
             /// A barrier for `parties` threads.
+            ///
+            /// # Panics
+            ///
+            /// When `parties` is 0 or above 2^16.
             pub fn new(parties: usize) -> Self {
                 $name(DisseminationBarrier::named(parties, $policy, $label))
             }
@@ -123,6 +156,15 @@ macro_rules! policy_barrier {
             }
             fn name(&self) -> &'static str {
                 $label
+            }
+        }
+
+        impl Breakable for $name {
+            fn break_open(&self, me: usize) {
+                self.0.break_open(me)
+            }
+            fn mend(&self) {
+                self.0.mend()
             }
         }
     };

@@ -3,7 +3,7 @@
 //! leaders, then each leader releases its domain. Only the leaders' flags cross domains, so the
 //! traffic between sockets is one line per domain per round instead of one per thread.
 
-use super::{bad_index, effective_policy, no_parties, Barrier};
+use super::{bad_index, effective_policy, no_parties, Barrier, Breakable, AHEAD};
 use crate::padded::CachePadded;
 use crate::placement::Placement;
 use crate::sync::{AtomicU32, Ordering};
@@ -41,6 +41,11 @@ pub struct HierBarrier {
 impl HierBarrier {
     /// A barrier for `parties` threads grouped explicitly: every index in `0..parties` must
     /// appear in exactly one non-empty group; the first index of each group leads it.
+    ///
+    /// # Panics
+    ///
+    /// When `parties` is 0, there are more than 2^16 groups, or `groups` breaks the rule above
+    /// (an empty group, an index out of range, in two groups or in none).
     pub fn with_groups(parties: usize, groups: Vec<Vec<usize>>, policy: WaitPolicy) -> Self {
         if parties == 0 {
             no_parties("hier");
@@ -99,6 +104,10 @@ impl HierBarrier {
     /// A barrier whose thread `i` runs on processor `cpus[i]`, grouped by the domains of the
     /// detected topology (shared last-level cache, else NUMA node, else package). With no
     /// `cpus`, the threads are assumed placed compactly.
+    ///
+    /// # Panics
+    ///
+    /// When `parties` is 0.
     pub fn for_cpus(parties: usize, cpus: Option<&[usize]>, policy: WaitPolicy) -> Self {
         let topo = Topology::detect();
         let placed;
@@ -161,5 +170,33 @@ impl Barrier for HierBarrier {
 
     fn name(&self) -> &'static str {
         "hier"
+    }
+}
+
+impl Breakable for HierBarrier {
+    fn break_open(&self, me: usize) {
+        // The leaders' episodes move with their own: one leaders' episode per episode here.
+        let ahead = self.members[me]
+            .episode
+            .load(Ordering::Relaxed)
+            .wrapping_add(AHEAD);
+        for m in self.members.iter() {
+            m.arrived.set(ahead, WaitPolicy::Park);
+        }
+        for g in &self.groups {
+            g.release.set(ahead, WaitPolicy::Park);
+        }
+        self.leaders.open_at(ahead);
+    }
+
+    fn mend(&self) {
+        for m in self.members.iter() {
+            m.episode.store(0, Ordering::Relaxed);
+            m.arrived.reset();
+        }
+        for g in &self.groups {
+            g.release.reset();
+        }
+        self.leaders.mend();
     }
 }

@@ -44,6 +44,25 @@ pub trait Barrier: Send + Sync {
     fn name(&self) -> &'static str;
 }
 
+/// How far ahead of a party's episode [`Breakable::break_open`] sets the flags: every party is
+/// within one episode of any other, so every wait of every party passes, however many of them
+/// run until the barrier is mended (a region whose parties leave at their next barrier runs
+/// one more at most).
+const AHEAD: u32 = 1 << 28;
+
+/// A barrier that can let its parties go when one of them will never arrive: the pool breaks
+/// its team barrier open when a worker's closure panics, so that the others leave the region
+/// instead of waiting for ever (as they would at `std::sync::Barrier`). Every barrier of this
+/// module is breakable.
+pub trait Breakable: Barrier {
+    /// Lets every party through every wait, now and later, until [`Breakable::mend`]: every
+    /// flag is set far ahead of the episode of party `me`, which must not be inside `wait`.
+    /// Sleeping waiters are woken.
+    fn break_open(&self, me: usize);
+    /// Makes the barrier as new. Only while no party is inside `wait` (between regions).
+    fn mend(&self);
+}
+
 /// The barrier kinds, for choosing one by name (command line, benchmarks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum BarrierKind {
@@ -92,7 +111,24 @@ impl BarrierKind {
     /// Makes a barrier of this kind for `parties` threads. The hierarchical kind groups the
     /// threads by the domains of `cpus` (the processors they are pinned to, in index order) on
     /// the detected topology; with no `cpus` it groups them as they would be placed compactly.
+    ///
+    /// # Panics
+    ///
+    /// When `parties` is 0, or above 2^16 for the dissemination kinds (active, passive,
+    /// adaptive).
     pub fn build(self, parties: usize, cpus: Option<&[usize]>) -> Box<dyn Barrier> {
+        match self {
+            BarrierKind::Active => Box::new(ActiveBarrier::new(parties)),
+            BarrierKind::Passive => Box::new(PassiveBarrier::new(parties)),
+            BarrierKind::Relaxed => Box::new(RelaxedBarrier::new(parties)),
+            BarrierKind::Central => Box::new(CentralBarrier::new(parties, WaitPolicy::Pause)),
+            BarrierKind::Hier => Box::new(HierBarrier::for_cpus(parties, cpus, WaitPolicy::Pause)),
+            BarrierKind::Adaptive => Box::new(AdaptiveBarrier::new(parties)),
+        }
+    }
+
+    /// As [`BarrierKind::build`], as a [`Breakable`] barrier.
+    pub fn build_breakable(self, parties: usize, cpus: Option<&[usize]>) -> Box<dyn Breakable> {
         match self {
             BarrierKind::Active => Box::new(ActiveBarrier::new(parties)),
             BarrierKind::Passive => Box::new(PassiveBarrier::new(parties)),

@@ -6,13 +6,16 @@
 //! pinned by the [`Placement`]. Between regions workers wait under the pool's [`WaitPolicy`].
 //!
 //! A panic in any worker is caught, the region still completes on the other workers, and the
-//! first panic is resumed on the caller: the pool stays usable.
+//! first panic is resumed on the caller: the pool stays usable. The team barrier is broken open
+//! when a worker panics, so that the others, which would wait there for ever for the worker that
+//! will not come, leave the region at their next barrier (with a panic of their own, which the
+//! caller does not see: it gets the first worker's).
 
 mod schedule;
 
 pub use schedule::{partition, partition_range, Schedule};
 
-use crate::barrier::{Barrier, BarrierKind};
+use crate::barrier::{BarrierKind, Breakable};
 use crate::padded::CachePadded;
 use crate::placement::{oversubscribed, Placement};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -29,6 +32,14 @@ use std::thread::JoinHandle;
 std::thread_local! {
     /// (pool id, worker index) of the calling thread while it works for a pool.
     static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+}
+
+/// The panic of a worker that leaves a region at its barrier because another one panicked.
+const ABANDONED: &str = "tiers: another worker of this pool region panicked; this one left the \
+                         region at its barrier";
+
+fn is_abandoned(p: &(dyn Any + Send)) -> bool {
+    p.downcast_ref::<&str>().is_some_and(|s| *s == ABANDONED)
 }
 
 /// The bits of an epoch number (a `Signal` holds 31).
@@ -181,7 +192,9 @@ struct Inner {
     stop: AtomicBool,
     suspended: AtomicBool,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
-    barrier: Box<dyn Barrier>,
+    barrier: Box<dyn Breakable>,
+    /// A worker of the current region panicked and the barrier is broken open.
+    abandoned: AtomicBool,
 }
 
 impl Inner {
@@ -196,7 +209,8 @@ impl Inner {
             stop: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
             panic: Mutex::new(None),
-            barrier: barrier.build(n, (!cpus.is_empty()).then_some(cpus)),
+            barrier: barrier.build_breakable(n, (!cpus.is_empty()).then_some(cpus)),
+            abandoned: AtomicBool::new(false),
         }
     }
 
@@ -221,6 +235,14 @@ impl Inner {
             *slot = Some(p);
         }
     }
+
+    /// Worker `index` panicked (its panic is recorded): the others must not wait for it at the
+    /// team barrier. The flag is stored before the barrier's flags (whose stores release it),
+    /// so every worker that gets through the barrier from here on sees it.
+    fn abandon(&self, index: usize) {
+        self.abandoned.store(true, Ordering::Release);
+        self.barrier.break_open(index);
+    }
 }
 
 /// What a region's closure gets: its worker index, the team size, and the team barrier.
@@ -241,9 +263,19 @@ impl Worker<'_> {
         self.inner.n
     }
     /// Waits until every worker of the region reached this barrier. Returns true on one worker.
+    ///
+    /// # Panics
+    ///
+    /// When another worker of the region panicked: this worker leaves the region here instead
+    /// of waiting for ever for the one that will not come (the region's caller gets the first
+    /// panic).
     #[inline]
     pub fn barrier(&self) -> bool {
-        self.inner.barrier.wait(self.index)
+        let lead = self.inner.barrier.wait(self.index);
+        if self.inner.abandoned.load(Ordering::Acquire) {
+            std::panic::panic_any(ABANDONED);
+        }
+        lead
     }
     /// This worker's static share of `range` (row-block partition).
     #[inline]
@@ -411,16 +443,24 @@ impl Pool {
         let prev = CURRENT.with(|c| c.replace(Some((inner.id, 0))));
         let mine = catch_unwind(AssertUnwindSafe(|| f(&Worker { index: 0, inner })));
         CURRENT.with(|c| c.set(prev));
+        if mine.is_err() {
+            inner.abandon(0);
+        }
         for i in 1..inner.n {
             inner.done[i].wait_until(inner.wait, |v| reached(v, e));
         }
         inner.job.store(core::ptr::null_mut(), Ordering::Relaxed);
-        let theirs = inner.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Err(p) = mine {
-            resume_unwind(p);
+        if inner.abandoned.load(Ordering::Acquire) {
+            // Every worker is out of the region, so none is inside the barrier.
+            inner.barrier.mend();
+            inner.abandoned.store(false, Ordering::Relaxed);
         }
-        if let Some(p) = theirs {
-            resume_unwind(p);
+        let theirs = inner.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match (mine, theirs) {
+            // The caller left at a barrier because a worker panicked: that panic is the news.
+            (Err(p), Some(t)) if is_abandoned(&*p) => resume_unwind(t),
+            (Err(p), _) | (Ok(()), Some(p)) => resume_unwind(p),
+            (Ok(()), None) => {}
         }
     }
 
@@ -596,7 +636,10 @@ fn worker_main(inner: Arc<Inner>, index: usize, cpu: Option<usize>, first_epoch:
                 inner: &inner,
             })
         })) {
+            // Recorded before the barrier opens, so the first panic of the region is the one
+            // that opened it, not a worker leaving through it.
             inner.record_panic(p);
+            inner.abandon(index);
         }
         inner.done[index].set(e, inner.wait);
     }

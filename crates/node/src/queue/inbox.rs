@@ -1,7 +1,7 @@
 //! The inbox: the multi-producer single-consumer queue made of one SPSC ring per producer.
 
 use super::spsc::Ring;
-use super::Full;
+use super::{Full, NoRoom};
 use crate::futex;
 use crate::sync::{fence, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
 use crate::wait::Backoff;
@@ -122,10 +122,22 @@ impl<T: Send> Inbox<T> {
         }
     }
 
-    /// Registers a new producer. Panics when the queue already has its maximum number of
-    /// producers (every sender ever made counts, dropped or not).
+    /// Registers a new producer.
+    ///
+    /// # Panics
+    ///
+    /// When the queue already has its maximum number of producers (every sender ever made
+    /// counts, dropped or not); [`Inbox::try_sender`] answers that case with an error.
     pub fn sender(&self) -> InboxSender<T> {
-        register(&self.shared)
+        match try_register(&self.shared) {
+            Ok(s) => s,
+            Err(e) => panic!("tiers: {e}"),
+        }
+    }
+
+    /// Registers a new producer, or says that the queue has no room for another.
+    pub fn try_sender(&self) -> Result<InboxSender<T>, NoRoom> {
+        try_register(&self.shared)
     }
 
     /// Registered producers.
@@ -256,27 +268,32 @@ impl<T: Send> Inbox<T> {
     }
 }
 
-fn register<T: Send>(shared: &Arc<Shared<T>>) -> InboxSender<T> {
+fn try_register<T: Send>(shared: &Arc<Shared<T>>) -> Result<InboxSender<T>, NoRoom> {
     let _g = shared.register.lock().unwrap_or_else(|e| e.into_inner());
     let n = shared.count.load(Ordering::Relaxed);
-    assert!(
-        n < shared.rings.len(),
-        "tiers: Inbox made for {} producers got one more",
-        shared.rings.len()
-    );
+    if n >= shared.rings.len() {
+        return Err(NoRoom {
+            max_producers: shared.rings.len(),
+        });
+    }
     let ring = Arc::new(Ring::new(shared.capacity));
     shared.rings[n].store(
         Arc::into_raw(ring.clone()) as *mut Ring<T>,
         Ordering::Release,
     );
     shared.count.store(n + 1, Ordering::Release);
-    InboxSender {
+    Ok(InboxSender {
         shared: shared.clone(),
         ring,
-    }
+    })
 }
 
 impl<T: Send> InboxSender<T> {
+    /// Registers another producer with its own ring, or says that the queue has no room.
+    pub fn try_clone(&self) -> Result<InboxSender<T>, NoRoom> {
+        try_register(&self.shared)
+    }
+
     /// Appends `value` to this producer's ring, or gives it back if the ring is full.
     #[inline]
     pub fn try_push(&mut self, value: T) -> Result<(), Full<T>> {
@@ -343,8 +360,15 @@ impl<T: Send> InboxSender<T> {
 
 impl<T: Send> Clone for InboxSender<T> {
     /// Registers another producer with its own ring.
+    ///
+    /// # Panics
+    ///
+    /// As [`Inbox::sender`]; [`InboxSender::try_clone`] answers with an error instead.
     fn clone(&self) -> Self {
-        register(&self.shared)
+        match try_register(&self.shared) {
+            Ok(s) => s,
+            Err(e) => panic!("tiers: {e}"),
+        }
     }
 }
 
@@ -399,12 +423,25 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "made for 2 producers got one more")]
+    #[should_panic(expected = "made for 2 producers has no room for another")]
     fn too_many_producers_panics() {
         let q = Inbox::<u8>::with_max_producers(4, 2);
         let _a = q.sender();
         let _b = q.sender();
         let _c = q.sender();
+    }
+
+    #[test]
+    fn too_many_producers_is_an_error_on_the_try_forms() {
+        let q = Inbox::<u8>::with_max_producers(4, 2);
+        let a = q.try_sender().unwrap();
+        let mut b = a.try_clone().unwrap();
+        assert_eq!(q.try_sender().err(), Some(NoRoom { max_producers: 2 }));
+        assert_eq!(a.try_clone().err(), Some(NoRoom { max_producers: 2 }));
+        // The refused registrations took nothing: the two rings still work.
+        b.try_push(7).unwrap();
+        assert_eq!(q.producers(), 2);
+        assert_eq!(q.len(), 1);
     }
 
     #[test]

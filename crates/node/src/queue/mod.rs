@@ -23,3 +23,22 @@ impl<T> std::fmt::Display for Full<T> {
 }
 
 impl<T: std::fmt::Debug> std::error::Error for Full<T> {}
+
+/// A producer refused: the queue already has as many as it was made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom {
+    /// The most producers the queue takes (every sender ever made counts, dropped or not).
+    pub max_producers: usize,
+}
+
+impl std::fmt::Display for NoRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a queue made for {} producers has no room for another",
+            self.max_producers
+        )
+    }
+}
+
+impl std::error::Error for NoRoom {}

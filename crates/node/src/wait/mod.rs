@@ -102,6 +102,11 @@ impl Signal {
         self.0.load(Ordering::Acquire) >> 1
     }
 
+    /// Back to 0, with no sleeper announced. Only while nobody waits on it or sets it.
+    pub(crate) fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+
     /// Publishes `value` (Release) and wakes sleepers if any announced themselves.
     #[inline(always)]
     pub(crate) fn set(&self, value: u32, policy: WaitPolicy) {
