@@ -1,6 +1,7 @@
 //! Global atomic counters: 8-byte words of any segment at any rank.
 
 use crate::error::{Rank, Result};
+use crate::timeout::Timeout;
 use crate::world::{SegId, World};
 
 impl World {
@@ -40,5 +41,47 @@ impl World {
         self.check_rank(rank)?;
         self.engine
             .atomic_compare_swap(rank, seg.0, offset, expected, new)
+    }
+
+    /// [`World::atomic_fetch_add`] that waits for the answer until `timeout` at most. On the
+    /// memory engines an atomic completes at once; on the `tcp` engine the wait for the
+    /// target's answer ends at the timeout; on the `mpi` engine the call waits in MPI as the
+    /// untimed one does.
+    ///
+    /// # Errors
+    ///
+    /// As [`World::atomic_fetch_add`], and [`Error::Timeout`](crate::Error::Timeout) when
+    /// no answer came in time: the addition may still be applied at the target.
+    pub fn atomic_fetch_add_timeout(
+        &self,
+        seg: SegId,
+        offset: usize,
+        rank: Rank,
+        value: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        self.check_rank(rank)?;
+        self.engine
+            .atomic_fetch_add_timeout(rank, seg.0, offset, value, timeout)
+    }
+
+    /// [`World::atomic_compare_swap`] that waits until `timeout` at most, as
+    /// [`World::atomic_fetch_add_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`World::atomic_fetch_add_timeout`].
+    pub fn atomic_compare_swap_timeout(
+        &self,
+        seg: SegId,
+        offset: usize,
+        rank: Rank,
+        expected: u64,
+        new: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        self.check_rank(rank)?;
+        self.engine
+            .atomic_compare_swap_timeout(rank, seg.0, offset, expected, new, timeout)
     }
 }

@@ -102,11 +102,28 @@ impl Builder {
     pub fn build(self) -> Result<World> {
         let b = self.resolve()?;
         match engine::from_env()? {
+            FromEnv::Process(e) => b.join(e),
+            _ => b.attach(),
+        }
+    }
+
+    /// As [`Builder::build`], without waiting for every rank to join: the world's first
+    /// [`World::barrier`] does that, and can be called again after a timeout, so that a
+    /// program can join in steps (GASPI's `gaspi_proc_init` with a short timeout, called until
+    /// it succeeds). Dropping the world before that barrier completed leaves the job: the
+    /// other ranks see this rank gone.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::build`], but for the init timeout, which is the barrier's to answer.
+    pub fn attach(self) -> Result<World> {
+        let b = self.resolve()?;
+        match engine::from_env()? {
             FromEnv::Threads { ranks: 1, .. } => b.local(1).map(|mut v| v.remove(0)),
             FromEnv::Threads { ranks, .. } => Err(Error::Setup(format!(
                 "the local engine runs {ranks} ranks as threads: start them with tiers_cluster::spmd"
             ))),
-            FromEnv::Process(e) => b.join(e),
+            FromEnv::Process(e) => b.start(e),
         }
     }
 

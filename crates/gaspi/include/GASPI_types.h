@@ -95,7 +95,8 @@ typedef gaspi_return_t (*gaspi_reduce_operation_t) (gaspi_pointer_t const one,
                                                     const gaspi_size_t element_size,
                                                     const gaspi_timeout_t timeout);
 
-/* Networks: tiers accepts every value and picks its own engine (shm, local, mpi). */
+/* Networks: tiers accepts every one of these (gaspi_config_set refuses others) and picks its
+   own engine (shm, local, tcp, mpi). */
 typedef enum {
   GASPI_IB = 0,
   GASPI_ROCE = 1,

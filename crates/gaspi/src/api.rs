@@ -8,7 +8,7 @@ use crate::stats::{self, Counter, Stats};
 use crate::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
-use tiers_cluster::{Op, Timeout};
+use tiers_cluster::Op;
 
 /// Every exported GASPI function: C callers promise what the GASPI specification asks of the
 /// pointers they pass (valid for the call, sized as documented); each body checks null
@@ -157,12 +157,16 @@ api! {
             || new.group_max == 0 || new.group_max as usize > GROUP_MAX
             || new.notification_num > NOTIFICATION_MAX
             || new.allreduce_elem_max == 0
+            // Every element of the widest type in one reduction slot, on every group.
+            || new.allreduce_elem_max as usize > REDUCE_SLOT / 8
             || new.allreduce_buf_size as usize > REDUCE_SLOT
+            || new.transfer_size_max == 0
+            || !(0..=5).contains(&new.network)
             || new.rw_list_elem_max == 0
             || new.rw_list_elem_max > 255
             || new.passive_transfer_size_max == 0
             || new.build_infrastructure < 0 || new.build_infrastructure > 2
-            || new.sn_port < 1024 || new.sn_port > 65536
+            || new.sn_port < 1024 || new.sn_port > 65535
         {
             return Err(GASPI_ERR_CONFIG);
         }
@@ -197,15 +201,17 @@ api! {
     fn gaspi_initialized / pgaspi_initialized(i: *mut u32) {
         out(i, ctx::initialized() as u32)
     }
-    fn gaspi_proc_kill / pgaspi_proc_kill(rank: u16, _timeout: u64) {
+    fn gaspi_proc_kill / pgaspi_proc_kill(rank: u16, timeout: u64) {
         let c = ctx()?;
         let r = c.check_rank(rank)?;
         if r == c.rank {
             return Err(GASPI_ERR_INV_RANK);
         }
-        c.w.atomic_compare_swap(ctx::HEAP, 0, r, 0, 1).map_err(err)?;
+        let start = std::time::Instant::now();
+        c.w.atomic_compare_swap_timeout(ctx::HEAP, 0, r, 0, 1, ctx::tmo(timeout))
+            .map_err(err)?;
         // The rank is gone when its process is: wait for that (or the timeout).
-        c.poll(_timeout, || Ok(c.health(r).is_gone()))
+        c.poll(ctx::time_left(timeout, start), || Ok(c.health(r).is_gone()))
     }
     fn gaspi_proc_ping / pgaspi_proc_ping(rank: u16, _timeout: u64) {
         let c = ctx()?;
@@ -325,18 +331,22 @@ api! {
             }
             grp.members.clone()
         };
-        // A call resumed after a timeout finds its segment allocated already.
+        // A call resumed after a timeout finds its segment allocated already; any other
+        // finds the id taken.
         match c.seg(id) {
-            Ok(s) if s.size == size as usize && s.user == 0 => {}
+            Ok(s) if s.resumable && s.size == size as usize && s.user == 0 => {}
             Ok(_) => return Err(GASPI_ERR_INV_SEG),
             Err(_) => {
                 c.alloc(id, size as usize, None)?;
+                c.set_resumable(id, true);
             }
         }
         for m in members {
             c.register(id, m, timeout)?;
         }
-        gaspi_barrier_inner(c, g, timeout)
+        gaspi_barrier_inner(c, g, timeout)?;
+        c.set_resumable(id, false);
+        Ok(())
     }
     fn gaspi_segment_bind / pgaspi_segment_bind(id: u8, ptr: *mut c_void, size: u64, _desc: i32) {
         ctx()?.bind(id, ptr as usize, usize::try_from(size).map_err(|_| GASPI_ERR_INV_SEGSIZE)?)
@@ -345,18 +355,28 @@ api! {
         let c = ctx()?;
         let members = {
             let s = c.group(g)?;
-            s.group.as_ref().ok_or(GASPI_ERR_INV_GROUP)?.members.clone()
+            let grp = s.group.as_ref().ok_or(GASPI_ERR_INV_GROUP)?;
+            if !grp.committed {
+                return Err(GASPI_ERR_INV_GROUP);
+            }
+            grp.members.clone()
         };
-        // A call resumed after a timeout finds its segment bound already.
+        // A call resumed after a timeout finds its segment bound already; any other finds
+        // the id taken.
         match c.seg(id) {
-            Ok(s) if s.user == ptr as usize && s.size as u64 == size => {}
+            Ok(s) if s.resumable && s.user != 0 && s.user == ptr as usize && s.size as u64 == size => {}
             Ok(_) => return Err(GASPI_ERR_INV_SEG),
-            Err(_) => c.bind(id, ptr as usize, usize::try_from(size).map_err(|_| GASPI_ERR_INV_SEGSIZE)?)?,
+            Err(_) => {
+                c.bind(id, ptr as usize, usize::try_from(size).map_err(|_| GASPI_ERR_INV_SEGSIZE)?)?;
+                c.set_resumable(id, true);
+            }
         }
         for m in members {
             c.register(id, m, timeout)?;
         }
-        gaspi_barrier_inner(c, g, timeout)
+        gaspi_barrier_inner(c, g, timeout)?;
+        c.set_resumable(id, false);
+        Ok(())
     }
     fn gaspi_segment_num / pgaspi_segment_num(n: *mut u32) {
         let c = ctx()?;
@@ -439,7 +459,7 @@ api! {
         let tq = c.tq(q);
         c.wait_world(timeout, |t| tq.wait_local(t))?;
         c.posted[q].store(0, Ordering::Relaxed);
-        Ok(())
+        c.read_notifications_done(q)
     }
 
     // Notifications
@@ -491,7 +511,7 @@ api! {
         c.stats.count(Counter::Notifications, r, 1);
         Ok(())
     }
-    fn gaspi_read_notify / pgaspi_read_notify(ls: u8, lo: u64, rank: u16, rs: u8, ro: u64, size: u64, id: u32, q: u8, _timeout: u64) {
+    fn gaspi_read_notify / pgaspi_read_notify(ls: u8, lo: u64, rank: u16, rs: u8, ro: u64, size: u64, id: u32, q: u8, timeout: u64) {
         let c = ctx()?;
         let q = c.queue(q)?;
         let id = notif_id(c, id)?;
@@ -501,21 +521,15 @@ api! {
         c.tq(q).read(t.local, t.remote, t.len).map_err(|e| { c.unreserve(q, 1); err(e) })?;
         c.stats.count(Counter::Reads, t.remote.rank, 1);
         c.stats.count(Counter::BytesRead, t.remote.rank, size);
-        if !c.mem_engine {
-            c.tq(q).wait(Timeout::Block).map_err(err)?;
-        }
-        c.set_notification(q % tiers_cluster::QUEUES, c.rank, l.notif + id * 8, 1)
+        c.read_notification(q, l.notif + id * 8, timeout)
     }
-    fn gaspi_read_list_notify / pgaspi_read_list_notify(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, ns: u8, id: u32, q: u8, _timeout: u64) {
+    fn gaspi_read_list_notify / pgaspi_read_list_notify(num: u32, ls: *const u8, lo: *const u64, rank: u16, rs: *const u8, ro: *const u64, size: *const u64, ns: u8, id: u32, q: u8, timeout: u64) {
         let c = ctx()?;
         let q = c.queue(q)?;
         let id = notif_id(c, id)?;
         let l = c.seg(ns)?;
         post_list(c, num, ls, lo, rank, rs, ro, size, q, 1, false)?;
-        if !c.mem_engine {
-            c.tq(q).wait(Timeout::Block).map_err(err)?;
-        }
-        c.set_notification(q % tiers_cluster::QUEUES, c.rank, l.notif + id * 8, 1)
+        c.read_notification(q, l.notif + id * 8, timeout)
     }
     fn gaspi_notify_waitsome / pgaspi_notify_waitsome(seg: u8, begin: u32, num: u32, first: *mut u32, timeout: u64) {
         let c = ctx::ctx_to_wait(timeout)?;
@@ -630,7 +644,7 @@ api! {
     }
 
     // Atomics
-    fn gaspi_atomic_fetch_add / pgaspi_atomic_fetch_add(seg: u8, off: u64, rank: u16, add: u64, old: *mut u64, _timeout: u64) {
+    fn gaspi_atomic_fetch_add / pgaspi_atomic_fetch_add(seg: u8, off: u64, rank: u16, add: u64, old: *mut u64, timeout: u64) {
         let c = ctx()?;
         let (r, at) = atomic_at(c, seg, off, rank)?;
         if old.is_null() {
@@ -639,13 +653,13 @@ api! {
         let v = if r == c.rank {
             c.word(at).fetch_add(add, Ordering::AcqRel)
         } else {
-            c.w.atomic_fetch_add(ctx::HEAP, at, r, add).map_err(err)?
+            c.w.atomic_fetch_add_timeout(ctx::HEAP, at, r, add, ctx::tmo(timeout)).map_err(err)?
         };
         c.stats.count(Counter::Atomics, r, 1);
         old.write(v);
         Ok(())
     }
-    fn gaspi_atomic_compare_swap / pgaspi_atomic_compare_swap(seg: u8, off: u64, rank: u16, cmp: u64, new: u64, old: *mut u64, _timeout: u64) {
+    fn gaspi_atomic_compare_swap / pgaspi_atomic_compare_swap(seg: u8, off: u64, rank: u16, cmp: u64, new: u64, old: *mut u64, timeout: u64) {
         let c = ctx()?;
         let (r, at) = atomic_at(c, seg, off, rank)?;
         if old.is_null() {
@@ -656,7 +670,8 @@ api! {
                 Ok(v) | Err(v) => v,
             }
         } else {
-            c.w.atomic_compare_swap(ctx::HEAP, at, r, cmp, new).map_err(err)?
+            c.w.atomic_compare_swap_timeout(ctx::HEAP, at, r, cmp, new, ctx::tmo(timeout))
+                .map_err(err)?
         };
         c.stats.count(Counter::Atomics, r, 1);
         old.write(v);

@@ -10,6 +10,11 @@
 //! then adds one to `rcnt[g][me]` there; all combine the slots in member order (the same bits
 //! everywhere). Two slots alternate: a member writes slot `k % 2` again only for reduction
 //! `k + 2`, after every member has finished `k` (each waited for all contributions to `k + 1`).
+//! `k` counts the reductions since the group on the id was committed, not since the id was
+//! first used: a group id can be deleted and reused by other members, whose earlier counts
+//! differ. (The source of a contribution is free again when its count has been raised: the
+//! memory and tcp engines copy it at the post, and the mpi engine's counter store waits for
+//! the queue first, so no engine reads a slot after the next round may overwrite it.)
 //!
 //! A group's collectives, `GASPI_GROUP_ALL`'s on the cluster tier's included, hold the group's
 //! collective state while they wait, taken within the call's timeout ([`Ctx::collective`]):
@@ -151,6 +156,7 @@ impl Ctx {
             if let Some(grp) = self.group(g)?.group.as_mut() {
                 grp.committed = true;
             }
+            s.rbase = s.rdone;
         }
         Ok(())
     }
@@ -188,7 +194,7 @@ impl Ctx {
         let parity = match s.red_pending {
             Some(p) => p,
             None => {
-                let p = (s.rdone % 2) as usize;
+                let p = (s.rdone.wrapping_sub(s.rbase) % 2) as usize;
                 let mine = self.slot(gi, p, self.rank);
                 // SAFETY: the slot is this rank's, inside the heap, REDUCE_SLOT bytes long.
                 unsafe {

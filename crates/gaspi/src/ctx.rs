@@ -136,6 +136,10 @@ pub struct Seg {
     /// segment's memory again): its data is that segment's, and deleting it frees only its
     /// notification words.
     pub alias: bool,
+    /// Made by a `gaspi_segment_create` or `gaspi_segment_use` that has not completed (it
+    /// timed out registering or in its barrier): only the same call may find it made already
+    /// and go on; any other finds the id taken.
+    pub resumable: bool,
 }
 
 /// Where a segment lies at some rank.
@@ -192,8 +196,12 @@ pub struct CollSlot {
     pub red_pending: Option<usize>,
     /// The reduction count expected next from each member.
     pub rexp: Vec<u64>,
-    /// Reductions of this group completed by this rank.
+    /// Reductions of this group id completed by this rank.
     pub rdone: u64,
+    /// `rdone` when the group now on this id was committed: its reductions alternate their
+    /// slots from there, the same on every member, whatever each did under earlier groups of
+    /// the id (members of another group there did more or fewer).
+    pub rbase: u64,
 }
 
 /// Where the runtime's own tables lie in the heap, in this order, before the segments' arena.
@@ -260,6 +268,9 @@ pub struct Ctx {
     pub(crate) free: Mutex<Vec<(usize, usize)>>,
     /// Requests posted on each queue and not yet waited for (for `GASPI_QUEUE_FULL`).
     pub posted: Vec<AtomicUsize>,
+    /// Per queue, the local notifications (heap offsets) of `gaspi_read_notify` calls that
+    /// timed out waiting for their reads: the queue's next `gaspi_wait` sets them.
+    pub read_notified: Vec<Mutex<Vec<usize>>>,
     /// Which queues exist (`gaspi_queue_create`/`delete`).
     pub queue_exists: Vec<AtomicBool>,
     /// The groups, by id.
@@ -308,6 +319,12 @@ pub fn ctx() -> R<&'static Ctx> {
 }
 
 /// The thread that ran the last `gaspi_proc_term` (0: none has).
+/// The world of a `gaspi_proc_init` that timed out joining it or making its heap (a
+/// collective segment): the next call resumes with it. Dropped, it would leave the job, and
+/// the ranks that went on would see this one gone. With it, whether the join's barrier
+/// completed (the heap's creation is what remains).
+static JOINED: Mutex<Option<(tiers_cluster::World, bool)>> = Mutex::new(None);
+
 static TERMINATOR: AtomicU64 = AtomicU64::new(0);
 
 /// This thread's number (from 1), for [`TERMINATOR`].
@@ -386,27 +403,47 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         return Err(GASPI_ERR_INITED);
     }
     let cfg = config();
-    let t = match timeout {
-        GASPI_BLOCK => Duration::from_secs(365 * 86400),
-        ms => Duration::from_millis(ms.max(1)),
-    };
+    let start = Instant::now();
     // Between hosts over MPI, one-sided operations as ordered messages: the watcher below
     // applies what arrives while the program computes, and GASPI's ordering (a notification
     // after its data) then needs no round trip (`TIERS_MPI_ONESIDED=window` chooses windows).
     tiers_cluster::engine::prefer_onesided_messages();
-    let w = tiers_cluster::Builder::new()
-        .queue_depth(1 << 24)
-        .init_timeout(t)
-        .build()
-        .map_err(init_failed)?;
+    let resumed = JOINED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let (w, joined) = match resumed {
+        Some(r) => r,
+        None => (
+            tiers_cluster::Builder::new()
+                .queue_depth(1 << 24)
+                .attach()
+                .map_err(init_failed)?,
+            false,
+        ),
+    };
+    // Every rank joins at the world's first barrier, and then makes its heap (a collective
+    // segment); either may time out, and the next call resumes where this one stopped.
+    let stash = |w: tiers_cluster::World, joined: bool| {
+        *JOINED.lock().unwrap_or_else(|e| e.into_inner()) = Some((w, joined));
+        GASPI_TIMEOUT
+    };
+    if !joined {
+        match w.barrier(tmo(timeout)) {
+            Ok(()) => {}
+            Err(Error::Timeout) => return Err(stash(w, false)),
+            Err(e) => return Err(init_failed(e)),
+        }
+    }
     let n = w.size();
     let rank = w.rank();
     let lay = Layout::new(n);
     let heap_len = heap_size(w.engine_name() != "shm", w.local_size()).max(lay.arena + (64 << 20));
-    let base = w
-        .segment_timeout(HEAP, heap_len, tmo(timeout))
-        .map_err(init_failed)?
-        .as_ptr();
+    let made = w
+        .segment_timeout(HEAP, heap_len, tmo(time_left(timeout, start)))
+        .map(|s| s.as_ptr());
+    let base = match made {
+        Ok(p) => p,
+        Err(Error::Timeout) => return Err(stash(w, true)),
+        Err(e) => return Err(init_failed(e)),
+    };
     let mem_engine = matches!(w.engine_name(), "shm" | "local");
     let (drives, sleeps, stands_by) = if mem_engine {
         (false, false, false)
@@ -438,6 +475,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         free: Mutex::new(vec![(lay.arena, heap_len - lay.arena)]),
         lay,
         posted: (0..QUEUE_MAX).map(|_| AtomicUsize::new(0)).collect(),
+        read_notified: (0..QUEUE_MAX).map(|_| Mutex::new(Vec::new())).collect(),
         queue_exists: (0..QUEUE_MAX as usize)
             .map(|q| AtomicBool::new(q < qn))
             .collect(),
@@ -460,6 +498,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                     red_pending: None,
                     rexp: vec![0; n],
                     rdone: 0,
+                    rbase: 0,
                 })
             })
             .collect(),
@@ -853,6 +892,40 @@ impl Ctx {
     /// The cluster-tier queue that carries GASPI queue `q`.
     pub fn tq(&self, q: usize) -> tiers_cluster::Queue<'_> {
         self.w.queue(q % QUEUES).expect("queue index below QUEUES")
+    }
+
+    /// The local notification at heap offset `off` of a read on GASPI queue `q`: set at
+    /// once on the memory engines (the read is complete when posted); elsewhere once the
+    /// read is, waited for within `timeout`. A read that is not complete in time leaves its
+    /// notification to the queue's next `gaspi_wait` (`GASPI_TIMEOUT`).
+    pub fn read_notification(&self, q: usize, off: usize, timeout: gaspi_timeout_t) -> R<()> {
+        if !self.mem_engine {
+            match self.tq(q).wait(tmo(timeout)) {
+                Ok(()) => {}
+                Err(Error::Timeout) => {
+                    self.read_notified[q]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(off);
+                    return Err(GASPI_TIMEOUT);
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
+        self.set_notification(q % QUEUES, self.rank, off, 1)
+    }
+
+    /// Sets the notifications that reads of queue `q` left to its wait (which completed).
+    pub fn read_notifications_done(&self, q: usize) -> R<()> {
+        let offs = std::mem::take(
+            &mut *self.read_notified[q]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for off in offs {
+            self.set_notification(q % QUEUES, self.rank, off, 1)?;
+        }
+        Ok(())
     }
 
     /// Checks a transfer and turns it into heap offsets.

@@ -72,6 +72,7 @@ impl Ctx {
             total,
             user: 0,
             alias: at.is_some(),
+            resumable: false,
         };
         segs[id as usize] = Some(s);
         let e = self.dir(self.rank, id as usize);
@@ -82,14 +83,30 @@ impl Ctx {
         Ok(s)
     }
 
+    /// Whether segment `id` (which exists) may be found made by a call resumed after a
+    /// timeout (see [`Seg::resumable`]).
+    pub fn set_resumable(&self, id: gaspi_segment_id_t, on: bool) {
+        if let Some(s) = self.segs.write().unwrap_or_else(|e| e.into_inner())[id as usize].as_mut()
+        {
+            s.resumable = on;
+        }
+    }
+
     /// Deletes segment `id` locally; its memory reads as zero when reused. A bound segment's
     /// pages turn back into private memory of the program, holding what they held. The peers
     /// forget the segment (`Ctx::forget`): a segment allocated again on the same id is theirs
-    /// to address only once it is registered with them again.
+    /// to address only once it is registered with them again. A segment that another one is
+    /// bound inside cannot be deleted before that one (`GASPI_ERROR`).
     pub fn delete(&self, id: gaspi_segment_id_t) -> R<()> {
         let s = {
             let mut segs = self.segs.write().unwrap_or_else(|e| e.into_inner());
             let s = segs[id as usize].ok_or(GASPI_ERR_INV_SEG)?;
+            // A segment bound inside this one would be left addressing freed memory, and
+            // then whatever the heap gives that memory to next: it goes first.
+            let holds = |o: &Seg| o.alias && o.data >= s.data && o.data < s.data + s.size;
+            if !s.alias && segs.iter().flatten().any(holds) {
+                return Err(GASPI_ERROR);
+            }
             if s.user != 0 && !s.alias {
                 unbind(s.user, s.size)?;
             }

@@ -12,7 +12,7 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 15] = [
+const TESTS: [&str; 17] = [
     "segments",
     "spin",
     "notify",
@@ -28,6 +28,8 @@ const TESTS: [&str; 15] = [
     "dead",
     "noterm",
     "group_dead",
+    "init_retry",
+    "stopped",
 ];
 /// No test of the suite takes more than a few seconds; a hang ends the job here.
 const LIMIT: Duration = Duration::from_secs(120);

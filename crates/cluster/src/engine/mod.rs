@@ -269,6 +269,36 @@ pub trait Engine: Send + Sync {
         expected: u64,
         new: u64,
     ) -> Result<u64>;
+    /// [`Engine::atomic_fetch_add`] whose wait for the answer ends at `timeout`
+    /// ([`Error::Timeout`]; the operation may still be applied at the target). The default
+    /// waits as the untimed call does: right for engines whose atomics complete at once
+    /// (memory) or inside a blocking library call (MPI).
+    fn atomic_fetch_add_timeout(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        value: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        let _ = timeout;
+        self.atomic_fetch_add(rank, seg, offset, value)
+    }
+    /// [`Engine::atomic_compare_swap`] whose wait ends at `timeout`, as
+    /// [`Engine::atomic_fetch_add_timeout`].
+    #[allow(clippy::too_many_arguments)]
+    fn atomic_compare_swap_timeout(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        let _ = timeout;
+        self.atomic_compare_swap(rank, seg, offset, expected, new)
+    }
 
     /// Atomically stores `value` into the 8-byte word at `seg[offset]` of `rank`, applied
     /// after every request posted before it on queue `queue` (a flag after its data, as a

@@ -140,6 +140,39 @@ main (void)
   }
   EXPECT (gaspi_group_delete (GASPI_GROUP_ALL), GASPI_ERR_INV_GROUP);
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+
+  /* A group id used again by other members: ranks 0 and 1 reduce once on a group, which is
+   * then deleted, and ranks 0 and n - 1 reduce three times on a new group with the same id
+   * (rank n - 1 never reduced on that id before, rank 0 did). */
+  if (n >= 3) {
+    gaspi_group_t g = 0;
+    if (me <= 1) {
+      CHECK (gaspi_group_create (&g));
+      CHECK (gaspi_group_add (g, 0));
+      CHECK (gaspi_group_add (g, 1));
+      CHECK (gaspi_group_commit (g, GASPI_BLOCK));
+      long v = 1000 + me, sum;
+      CHECK (gaspi_allreduce (&v, &sum, 1, GASPI_OP_SUM, GASPI_TYPE_LONG, g, GASPI_BLOCK));
+      TRUE (sum == 2001);
+      CHECK (gaspi_group_delete (g));
+    }
+    CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+    if (me == 0 || me == n - 1) {
+      gaspi_group_t h;
+      CHECK (gaspi_group_create (&h));
+      TRUE (me != 0 || h == g);
+      CHECK (gaspi_group_add (h, 0));
+      CHECK (gaspi_group_add (h, n - 1));
+      CHECK (gaspi_group_commit (h, GASPI_BLOCK));
+      for (long k = 1; k <= 3; k++) {
+        long v = 1000 * k + me, sum;
+        CHECK (gaspi_allreduce (&v, &sum, 1, GASPI_OP_SUM, GASPI_TYPE_LONG, h, GASPI_BLOCK));
+        TRUE (sum == 2000 * k + n - 1);
+      }
+      CHECK (gaspi_group_delete (h));
+    }
+  }
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
   CHECK (gaspi_proc_term (GASPI_BLOCK));
   return 0;
 }

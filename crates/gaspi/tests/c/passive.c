@@ -1,7 +1,8 @@
 /* Passive communication: every rank but 0 sends rank 0 two messages, a short one of its own
  * length and one of gaspi_passive_transfer_size_max bytes (64 KiB - 1 by default, more than
  * one frame of the cluster tier's mailbox); rank 0 receives them all in each sender's order,
- * then times out on an empty mailbox. */
+ * then times out on an empty mailbox. Then one more of the long ones from each, all arrived
+ * before rank 0 looks: each is there at the first GASPI_TEST. */
 #include "check.h"
 
 static unsigned char
@@ -52,6 +53,24 @@ main (void)
   EXPECT (gaspi_passive_send (0, 0, 0, pmax + 1, GASPI_BLOCK), GASPI_ERR_INV_COMMSIZE);
   EXPECT (gaspi_passive_send (0, 0, n, 8, GASPI_BLOCK), GASPI_ERR_INV_RANK);
   EXPECT (gaspi_passive_send (0, 2 * pmax - 4, 0, 8, GASPI_BLOCK), GASPI_ERR_INV_LOC_OFF);
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+
+  /* Messages of several frames that have all arrived (sent before the barrier) are received
+   * by the first test, one per call. */
+  if (me != 0)
+    CHECK (gaspi_passive_send (0, pmax, 0, pmax, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  if (me == 0) {
+    for (int k = 0; k < n - 1; k++) {
+      gaspi_rank_t from = n;
+      CHECK (gaspi_passive_receive (0, 0, &from, pmax, GASPI_TEST));
+      TRUE (from > 0 && from < n);
+      for (gaspi_size_t i = 0; i < pmax; i++)
+        TRUE (s[i] == byte (from, 1, i));
+    }
+    gaspi_rank_t from;
+    EXPECT (gaspi_passive_receive (0, 0, &from, pmax, GASPI_TEST), GASPI_TIMEOUT);
+  }
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
   CHECK (gaspi_proc_term (GASPI_BLOCK));
   return 0;

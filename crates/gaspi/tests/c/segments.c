@@ -26,6 +26,11 @@ main (void)
     TRUE (s == big);
   }
   EXPECT (gaspi_segment_alloc (0, 4096, GASPI_MEM_UNINITIALIZED), GASPI_ERR_INV_SEG);
+  /* Creating it again, with the same size too, finds the id taken (only a call that timed
+   * out may be called again, and find its segment made). */
+  EXPECT (gaspi_segment_create (0, big, GASPI_GROUP_ALL, GASPI_BLOCK, GASPI_MEM_INITIALIZED),
+          GASPI_ERR_INV_SEG);
+  EXPECT (gaspi_segment_use (0, NULL, big, GASPI_GROUP_ALL, GASPI_BLOCK, 0), GASPI_ERR_INV_SEG);
 
   /* Per-peer registration: segment 1 is made known to the right neighbour only, so the
    * left neighbour's segment 1 is the one this rank may write to. */
@@ -57,8 +62,9 @@ main (void)
   gaspi_pointer_t p2;
   CHECK (gaspi_segment_ptr (2, &p2));
   TRUE (p2 == (gaspi_pointer_t) buf);
-  /* Another buffer on a bound id is refused. */
+  /* Another buffer on a bound id is refused, and so is the same one again. */
   EXPECT (gaspi_segment_use (2, raw, bn, GASPI_GROUP_ALL, GASPI_BLOCK, 0), GASPI_ERR_INV_SEG);
+  EXPECT (gaspi_segment_use (2, buf, bn, GASPI_GROUP_ALL, GASPI_BLOCK, 0), GASPI_ERR_INV_SEG);
   /* Memory that is not the program's to bind is refused, before anything is read from it:
    * an unmapped address, a range past the end of its mapping, read-only memory, memory of
    * the library's own (segment 0's notification words), a range that overlaps a segment in
@@ -98,6 +104,8 @@ main (void)
   TRUE (((int *) (c0 + 4096))[4] == 2000 + left);
   CHECK (gaspi_wait (0, GASPI_BLOCK));
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  /* The segment under a part cannot go first: the part would address freed memory. */
+  EXPECT (gaspi_segment_delete (0), GASPI_ERROR);
   CHECK (gaspi_segment_delete (3));
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
   src0[3] = 3000 + me;
@@ -111,6 +119,7 @@ main (void)
   gaspi_pointer_t p3b;
   CHECK (gaspi_segment_ptr (3, &p3b));
   TRUE (p3b == (gaspi_pointer_t) (buf + 2) && *(int *) p3b == me);
+  EXPECT (gaspi_segment_delete (2), GASPI_ERROR);
   CHECK (gaspi_segment_delete (3));
   TRUE (buf[2] == me);
   /* A segment bound at a pointer that is not 8-aligned has no word an atomic may use, on

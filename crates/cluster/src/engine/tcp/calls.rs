@@ -238,7 +238,7 @@ impl Engine for TcpEngine {
     }
 
     fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
-        self.atomic(rank, seg, offset, Kind::FetchAdd, value, 0)
+        self.atomic(rank, seg, offset, Kind::FetchAdd, value, 0, Deadline::Never)
     }
 
     fn atomic_compare_swap(
@@ -249,7 +249,54 @@ impl Engine for TcpEngine {
         expected: u64,
         new: u64,
     ) -> Result<u64> {
-        self.atomic(rank, seg, offset, Kind::CompareSwap, expected, new)
+        self.atomic(
+            rank,
+            seg,
+            offset,
+            Kind::CompareSwap,
+            expected,
+            new,
+            Deadline::Never,
+        )
+    }
+
+    fn atomic_fetch_add_timeout(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        value: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        self.atomic(
+            rank,
+            seg,
+            offset,
+            Kind::FetchAdd,
+            value,
+            0,
+            timeout.deadline(),
+        )
+    }
+
+    fn atomic_compare_swap_timeout(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        self.atomic(
+            rank,
+            seg,
+            offset,
+            Kind::CompareSwap,
+            expected,
+            new,
+            timeout.deadline(),
+        )
     }
 
     fn atomic_store(

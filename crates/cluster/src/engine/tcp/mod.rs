@@ -992,6 +992,7 @@ impl TcpEngine {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn atomic(
         &self,
         rank: Rank,
@@ -1000,6 +1001,7 @@ impl TcpEngine {
         kind: Kind,
         c: u64,
         d: u64,
+        deadline: Deadline,
     ) -> Result<u64> {
         self.check_word(rank, seg, offset)?;
         if rank == self.rank {
@@ -1024,7 +1026,8 @@ impl TcpEngine {
         let mut h = Header::new(kind);
         (h.seg, h.a, h.b, h.c, h.d) = (seg, offset as u64, id, c, d);
         let res = self.send(rank, &h, std::ptr::null(), 0).and_then(|_| {
-            self.wait_until(Deadline::Never, |e| {
+            // Past the deadline the answer, should it come, finds no request and is dropped.
+            self.wait_until(deadline, |e| {
                 if let Some(Some(v)) = lock(&e.state).atomics.get(&id) {
                     return Ok(Some(*v));
                 }
