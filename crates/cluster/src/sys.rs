@@ -465,6 +465,17 @@ pub fn signal_group(pid: u32, sig: i32) {
     }
 }
 
+/// Sends `sig` to the process group that process `pid` leads, and to nothing else (not to a
+/// process that took the number of a leader that has exited); whether any process got it
+/// (signal 0 only asks).
+pub fn signal_group_only(pid: u32, sig: i32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(-(pid as libc::pid_t), sig) == 0 }
+}
+
 /// A short name of signal `sig`.
 pub fn signal_name(sig: i32) -> &'static str {
     match sig {

@@ -157,8 +157,6 @@ api! {
             || new.group_max == 0 || new.group_max as usize > GROUP_MAX
             || new.notification_num > NOTIFICATION_MAX
             || new.allreduce_elem_max == 0
-            // Every element of the widest type in one reduction slot, on every group.
-            || new.allreduce_elem_max as usize > REDUCE_SLOT / 8
             || new.allreduce_buf_size as usize > REDUCE_SLOT
             || new.transfer_size_max == 0
             || !(0..=5).contains(&new.network)
@@ -609,7 +607,7 @@ api! {
                 }
             });
         }
-        c.group_reduce(g, Coll::Allreduce, &input, output, timeout, |acc, x| {
+        c.group_reduce(g, Coll::Allreduce, &input, output, es, timeout, |acc, x| {
             combine(ty, op, acc, x);
             Ok(())
         })
@@ -632,7 +630,8 @@ api! {
             .ok_or(GASPI_ERR_INV_SIZE)? as usize;
         let input = std::slice::from_raw_parts(send as *const u8, bytes).to_vec();
         let output = std::slice::from_raw_parts_mut(recv as *mut u8, bytes);
-        c.group_reduce(g, Coll::AllreduceUser, &input, output, timeout, |acc, x| {
+        // At most allreduce_buf_size bytes: one round (the callback is told `num`).
+        c.group_reduce(g, Coll::AllreduceUser, &input, output, bytes, timeout, |acc, x| {
             let mut res = vec![0u8; acc.len()];
             let r = f(acc.as_mut_ptr() as *mut c_void, x.as_ptr() as *mut c_void, res.as_mut_ptr() as *mut c_void, state, num, esize, timeout);
             if r != GASPI_SUCCESS {

@@ -161,22 +161,51 @@ impl Ctx {
         Ok(())
     }
 
-    /// Gathers `input` (at most `REDUCE_SLOT` bytes) from every member of `g` and combines the
-    /// contributions in member order with `combine(acc, next)`; `kind` is the GASPI call.
+    /// Gathers `input` from every member of `g` and combines the contributions in member
+    /// order with `combine(acc, next)`; `kind` is the GASPI call. Input longer than a slot
+    /// (`REDUCE_SLOT` bytes) goes in rounds of whole elements of `elem` bytes, each combined
+    /// on its own (element-wise reductions); a timed-out call resumes at its round.
+    #[allow(clippy::too_many_arguments)]
     pub fn group_reduce(
         &self,
         g: gaspi_group_t,
         kind: Coll,
         input: &[u8],
         output: &mut [u8],
+        elem: usize,
         timeout: u64,
-        combine: impl FnMut(&mut [u8], &[u8]) -> R<()>,
+        mut combine: impl FnMut(&mut [u8], &[u8]) -> R<()>,
     ) -> R<()> {
-        if input.len() > REDUCE_SLOT || output.len() != input.len() {
+        if elem == 0 || elem > REDUCE_SLOT || output.len() != input.len() {
             return Err(GASPI_ERR_INV_SIZE);
         }
+        let per = REDUCE_SLOT / elem * elem;
+        let rounds = input.len().div_ceil(per).max(1);
         self.collective(g, kind, timeout, |s, timeout| {
-            self.group_reduce_held(s, g, input, output, timeout, combine)
+            let start = Instant::now();
+            while s.red_round < rounds {
+                let lo = s.red_round * per;
+                let hi = (lo + per).min(input.len());
+                let left = time_left(timeout, start);
+                let r = self.group_reduce_held(
+                    s,
+                    g,
+                    &input[lo..hi],
+                    &mut output[lo..hi],
+                    left,
+                    &mut combine,
+                );
+                match r {
+                    Ok(()) => s.red_round += 1,
+                    Err(GASPI_TIMEOUT) => return r,
+                    Err(_) => {
+                        s.red_round = 0;
+                        return r;
+                    }
+                }
+            }
+            s.red_round = 0;
+            Ok(())
         })
     }
 
@@ -187,7 +216,7 @@ impl Ctx {
         input: &[u8],
         output: &mut [u8],
         timeout: u64,
-        mut combine: impl FnMut(&mut [u8], &[u8]) -> R<()>,
+        combine: &mut impl FnMut(&mut [u8], &[u8]) -> R<()>,
     ) -> R<()> {
         let members = self.members(g, true)?;
         let gi = g as usize;

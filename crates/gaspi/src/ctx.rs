@@ -196,8 +196,11 @@ pub struct CollSlot {
     pub red_pending: Option<usize>,
     /// The reduction count expected next from each member.
     pub rexp: Vec<u64>,
-    /// Reductions of this group id completed by this rank.
+    /// Reductions of this group id completed by this rank (a round each, see
+    /// [`Ctx::group_reduce`]).
     pub rdone: u64,
+    /// The round of a reduction of several that did not complete (it timed out).
+    pub red_round: usize,
     /// `rdone` when the group now on this id was committed: its reductions alternate their
     /// slots from there, the same on every member, whatever each did under earlier groups of
     /// the id (members of another group there did more or fewer).
@@ -498,6 +501,7 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
                     red_pending: None,
                     rexp: vec![0; n],
                     rdone: 0,
+                    red_round: 0,
                     rbase: 0,
                 })
             })

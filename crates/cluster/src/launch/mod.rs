@@ -31,10 +31,15 @@
 //! A last line without a newline is dropped in a replicated job (a dying replica's half line
 //! cannot be told from it).
 
-use crate::config::{env, LAUNCH_GRACE, LAUNCH_KILL_AFTER, LAUNCH_WATCH, PREFIX_LINE_MAX};
+mod streams;
+
+pub use streams::resolve;
+use streams::{forward_input, input_readable, pump, pump_merged};
+
+use crate::config::{env, LAUNCH_GRACE, LAUNCH_KILL_AFTER, LAUNCH_WATCH};
 use crate::engine::shm::{self, JobControl};
 use crate::sys;
-use std::io::{self, BufRead, Write};
+use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -314,8 +319,11 @@ impl Job {
                 self.n
             ));
         }
-        if self.replicas == 0 {
-            return invalid("--replicas must be at least 1".into());
+        if self.replicas == 0 || self.replicas > MAX_REPLICAS {
+            return invalid(format!(
+                "--replicas {}: 1 to {MAX_REPLICAS} replicas per rank",
+                self.replicas
+            ));
         }
         if self.threads > MAX_THREADS {
             return invalid(format!(
@@ -447,18 +455,35 @@ impl Job {
             .map(|_| [Arc::default(), Arc::default()])
             .collect();
         let started = Instant::now();
+        // What the launcher's messages call each process.
+        let names: Vec<String> = (0..procs).map(|r| self.name(r)).collect();
         // A failure seen while the ranks start (reaped there), kept for the watch below: it
         // is seen only once, and the ranks that started after it must still be ended.
         let mut lost_early: Option<Option<usize>> = None;
         let mut first_failure: Option<usize> = None;
+        let read_input = self.stdin_to_rank0 && input_readable();
+        let mut inputs = Vec::new();
         for r in 0..procs {
-            // Ranks that already ended are reaped while the others start.
-            let reaped = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
-            if let Some(lost) = reaped.lost {
-                lost_early.get_or_insert(lost);
+            if sys::termination().is_some() {
+                // Interrupted while starting: the ranks not started yet never will be, and
+                // the watch below ends the others.
+                for e in &mut ends[r..] {
+                    *e = Some(End::Stopped);
+                }
+                children.resize_with(procs, || None);
+                pids.resize(procs, 0);
+                break;
             }
-            first_failure = first_failure.or(reaped.first_failure);
-            self.tell_rendezvous(tcp.as_ref(), &ends);
+            // Ranks that already ended are reaped while the others start (looking at every
+            // rank at every start would make starting quadratic in the ranks).
+            if r % 64 == 0 {
+                let reaped = self.reap(&mut children, &mut ends, jc.as_ref(), &pids, false);
+                if let Some(lost) = reaped.lost {
+                    lost_early.get_or_insert(lost);
+                }
+                first_failure = first_failure.or(reaped.first_failure);
+                self.tell_rendezvous(tcp.as_ref(), &ends);
+            }
             let mut cmd = Command::new(&self.program);
             let size = if reps > 1 { procs } else { self.n };
             let global = if reps > 1 && !spread { procs } else { total };
@@ -481,11 +506,21 @@ impl Job {
             if reps > 1 {
                 cmd.env(env::REPLICAS, reps.to_string())
                     .env(env::REPLICA, (p % reps).to_string());
+            } else {
+                // Not the ones of a job this launcher runs in, or of the user's environment.
+                cmd.env_remove(env::REPLICAS).env_remove(env::REPLICA);
             }
             if self.prefix || reps > 1 {
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             }
-            if r == 0 && self.stdin_to_rank0 {
+            // Rank 0 of the whole job reads the input; replicated, every replica of it on this
+            // host does (each host's launcher forwards its own input).
+            let logical = match reps {
+                1 => p,
+                _ if spread => self.spread_slot(r).0,
+                _ => r / reps,
+            };
+            if read_input && logical == 0 {
                 cmd.stdin(Stdio::piped());
             } else {
                 cmd.stdin(Stdio::null());
@@ -543,15 +578,11 @@ impl Job {
                     pumps.push(std::thread::spawn(move || pump(o, g, true, &c)));
                 }
             }
-            if let Some(mut to) = child.stdin.take() {
-                // Not joined: it ends with the launcher's input or at the first failed write.
-                std::thread::spawn(move || {
-                    let _ = io::copy(&mut io::stdin().lock(), &mut to);
-                });
-            }
+            inputs.extend(child.stdin.take());
             pids.push(child.id());
             children.push(Some(child));
         }
+        forward_input(inputs);
         // Kills what the ranks started should this launcher be killed outright.
         let guardian = match sys::Guardian::start(&pids) {
             Ok(g) => Some(g),
@@ -617,8 +648,9 @@ impl Job {
                     let running: Vec<usize> = (0..procs).filter(|&r| ends[r].is_none()).collect();
                     if self.report {
                         eprintln!(
-                            "tiers run: the job ran past its time limit of {:?}; ranks {running:?} are still running, ending them",
-                            limit
+                            "tiers run: the job ran past its time limit of {:?}; {} still running, ending them",
+                            limit,
+                            list_names(&names, &running)
                         );
                     }
                     stop = Some(Stop::Timeout { limit, running });
@@ -630,7 +662,10 @@ impl Job {
                     let left: Vec<usize> = (0..procs).filter(|&r| ends[r].is_none()).collect();
                     let failure = matches!(stop, Some(Stop::Failure | Stop::Lost { .. }));
                     if self.report && !left.is_empty() && failure {
-                        eprintln!("tiers run: ending ranks {left:?} after a failure");
+                        eprintln!(
+                            "tiers run: ending {} after a failure",
+                            list_names(&names, &left)
+                        );
                     }
                     for &r in &left {
                         sys::signal_group(pids[r], libc::SIGTERM);
@@ -647,6 +682,9 @@ impl Job {
             }
             std::thread::sleep(LAUNCH_WATCH);
         }
+        // What the ranks left running (a program in the background of a rank's shell) ends
+        // with the job: it would outlive it, and hold the forwarded output open.
+        end_leftovers(&pids);
         if let Some(g) = guardian {
             g.release();
         }
@@ -674,14 +712,19 @@ impl Job {
             job,
             stop,
             replicas: if spread { 1 } else { reps },
-            names: (0..procs)
-                .map(|r| match self.world_rank(r) {
-                    p if reps > 1 => format!("replica {} of rank {}", p % reps, p / reps),
-                    p => format!("rank {p}"),
-                })
-                .collect(),
+            names,
             first_failure,
         })
+    }
+
+    /// What messages call this host's `r`-th process: its world rank, or which replica of
+    /// which rank it is.
+    fn name(&self, r: usize) -> String {
+        let reps = self.replicas.max(1);
+        match self.world_rank(r) {
+            p if reps > 1 => format!("replica {} of rank {}", p % reps, p / reps),
+            p => format!("rank {p}"),
+        }
     }
 
     /// The `tcp` job's rendezvous: served here (in a thread) by the launcher of the first
@@ -900,7 +943,8 @@ impl Job {
                     if self.report {
                         eprintln!("tiers run: rank {l} lost: all {reps} of its replicas failed");
                     }
-                    failed = Some(Some(l));
+                    // The first rank lost is the one the job's end names.
+                    failed.get_or_insert(Some(l));
                 } else if self.report {
                     let live: Vec<usize> = (0..reps).filter(|&k| !dead(&group[k])).collect();
                     eprintln!("tiers run: rank {l} goes on with replicas {live:?}");
@@ -939,6 +983,38 @@ struct Rendezvous {
     reports: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
+/// The most replicas of a rank (a log entry of the replicated mode keeps a bit per replica).
+pub const MAX_REPLICAS: usize = 64;
+
+/// `names` of the processes `which`, as a message lists them.
+fn list_names(names: &[String], which: &[usize]) -> String {
+    let v: Vec<&str> = which
+        .iter()
+        .map(|&r| names.get(r).map_or("?", String::as_str))
+        .collect();
+    v.join(", ")
+}
+
+/// Ends the process groups of ranks that have exited (every rank leads one) where processes
+/// remain: `SIGTERM`, then `SIGKILL` to those still there after [`LAUNCH_KILL_AFTER`].
+fn end_leftovers(pids: &[u32]) {
+    let alive = |pid: u32| sys::signal_group_only(pid, 0);
+    let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    if left.is_empty() {
+        return;
+    }
+    for &p in &left {
+        sys::signal_group_only(p, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    while t.elapsed() < LAUNCH_KILL_AFTER && left.iter().any(|&p| alive(p)) {
+        std::thread::sleep(LAUNCH_WATCH);
+    }
+    for &p in &left {
+        sys::signal_group_only(p, libc::SIGKILL);
+    }
+}
+
 /// The user's soft process limit (`ulimit -u`), when there is one.
 fn process_limit() -> Option<u64> {
     let mut r = libc::rlimit {
@@ -957,95 +1033,6 @@ fn shm_free_bytes() -> Option<u64> {
     // SAFETY: a NUL-terminated path and a struct statvfs to fill.
     let ok = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) } == 0;
     ok.then(|| st.f_bavail as u64 * st.f_frsize as u64)
-}
-
-/// Forwards a rank's output line by line with a `[rank] ` prefix; when the launcher's own
-/// output is closed, flags it and stops (the rank then gets SIGPIPE on its next write).
-fn pump(src: impl io::Read, rank: usize, err: bool, closed: &AtomicBool) {
-    let mut r = io::BufReader::new(src);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match io::Read::take(&mut r, PREFIX_LINE_MAX as u64).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                if !line.ends_with(b"\n") {
-                    line.push(b'\n');
-                }
-                let mut buf = format!("[{rank}] ").into_bytes();
-                buf.extend_from_slice(&line);
-                let res = if err {
-                    io::stderr().lock().write_all(&buf)
-                } else {
-                    io::stdout().lock().write_all(&buf)
-                };
-                if res.is_err() {
-                    closed.store(true, Ordering::Relaxed);
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Forwards a replica's output: line `i` goes out only when no replica of the same logical
-/// rank has forwarded line `i` yet (`merged` counts the lines forwarded); an unfinished last
-/// line is dropped. `tag`: prefix lines with `[rank] `.
-fn pump_merged(
-    src: impl io::Read,
-    tag: Option<usize>,
-    err: bool,
-    merged: &Mutex<u64>,
-    closed: &AtomicBool,
-) {
-    let mut r = io::BufReader::new(src);
-    let mut line = Vec::new();
-    let mut mine = 0u64;
-    loop {
-        line.clear();
-        match r.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) if !line.ends_with(b"\n") => return,
-            Ok(_) => {}
-        }
-        let mut fwd = merged.lock().unwrap_or_else(|p| p.into_inner());
-        if mine == *fwd {
-            let mut buf = tag.map_or_else(Vec::new, |t| format!("[{t}] ").into_bytes());
-            buf.extend_from_slice(&line);
-            let res = if err {
-                io::stderr().lock().write_all(&buf)
-            } else {
-                io::stdout().lock().write_all(&buf)
-            };
-            if res.is_err() {
-                closed.store(true, Ordering::Relaxed);
-                return;
-            }
-            *fwd += 1;
-        }
-        mine += 1;
-    }
-}
-
-/// Finds `prog` like a shell would; `tiers` falls back to the running executable.
-pub fn resolve(prog: &str) -> PathBuf {
-    if prog.contains('/') {
-        return PathBuf::from(prog);
-    }
-    if let Some(paths) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&paths) {
-            let p = d.join(prog);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    if let Ok(me) = std::env::current_exe() {
-        if me.file_name().and_then(|s| s.to_str()) == Some(prog) {
-            return me;
-        }
-    }
-    PathBuf::from(prog)
 }
 
 /// The name of signal `sig` (`SIGINT`, …).

@@ -31,13 +31,19 @@ maxloc (gaspi_pointer_t const a, gaspi_pointer_t const b, gaspi_pointer_t const 
 int
 main (void)
 {
+  /* More elements than one reduction slot holds (16 KiB): reductions over groups other than
+   * GASPI_GROUP_ALL go in rounds. */
+  gaspi_config_t conf;
+  CHECK (gaspi_config_get (&conf));
+  conf.allreduce_elem_max = 5000;
+  CHECK (gaspi_config_set (conf));
   CHECK (gaspi_proc_init (GASPI_BLOCK));
   gaspi_rank_t me, n;
   CHECK (gaspi_proc_rank (&me));
   CHECK (gaspi_proc_num (&n));
   gaspi_number_t emax;
   CHECK (gaspi_allreduce_elem_max (&emax));
-  TRUE (emax >= 255);
+  TRUE (emax == 5000);
 
   /* 255 ints: element i of rank r is r + i. */
   int si[255], ri[255];
@@ -131,6 +137,23 @@ main (void)
       for (gaspi_number_t i = 0; i < gs; i++)
         expect += 2 * i + k;
       TRUE (sum == expect);
+    }
+    /* 5000 doubles (40,000 bytes, three rounds), and 5000 ints (two rounds). */
+    static double dv[5000], dsum[5000];
+    static int iv[5000], imax[5000];
+    for (int i = 0; i < 5000; i++) {
+      dv[i] = me * 0.5 + i;
+      iv[i] = me * 1000 + i;
+    }
+    CHECK (gaspi_allreduce (dv, dsum, 5000, GASPI_OP_SUM, GASPI_TYPE_DOUBLE, g, GASPI_BLOCK));
+    CHECK (gaspi_allreduce (iv, imax, 5000, GASPI_OP_MAX, GASPI_TYPE_INT, g, GASPI_BLOCK));
+    double evens = 0;
+    for (gaspi_number_t i = 0; i < gs; i++)
+      evens += 2 * i;
+    int top = 2 * (gs - 1);
+    for (int i = 0; i < 5000; i++) {
+      TRUE (dsum[i] == evens * 0.5 + (double) gs * i);
+      TRUE (imax[i] == top * 1000 + i);
     }
     gaspi_number_t groups;
     CHECK (gaspi_group_num (&groups));

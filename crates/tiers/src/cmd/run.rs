@@ -147,21 +147,37 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             .into())
         }
         Some(Stop::Timeout { limit, running }) => {
+            let running: Vec<String> = running
+                .iter()
+                .map(|&r| {
+                    out.names
+                        .get(r)
+                        .cloned()
+                        .unwrap_or_else(|| format!("rank {r}"))
+                })
+                .collect();
             return Err(Exit::new(
                 124,
-                format!("timed out after {limit:?}; ranks {running:?} were still running"),
+                format!(
+                    "timed out after {limit:?}; {} still running",
+                    running.join(", ")
+                ),
             )
-            .into())
+            .into());
         }
         Some(Stop::OutputClosed) => {
             return Err(Exit::new(141, "the output was closed".into()).into())
         }
         Some(Stop::Lost { rank }) => {
-            return Err(format!(
+            let msg = format!(
                 "job failed (rank {rank}: all {} of its replicas died)",
                 out.replicas
-            )
-            .into())
+            );
+            // As for a rank without replicas: the status of the process that failed first.
+            return Err(match out.first_failure.and_then(|f| out.ends.get(f)) {
+                Some(&end) => Exit::new(exit_code(end), msg).into(),
+                None => msg.into(),
+            });
         }
         _ if out.success() => return Ok(()),
         _ => {}

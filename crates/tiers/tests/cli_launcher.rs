@@ -1,0 +1,171 @@
+//! `tiers run` on what a user's environment, shell and input bring: variables of another
+//! job, programs left running in the background, input to replicated ranks, replicated
+//! ranks that write without newlines, a lost rank's status, a `PATH` with a file that is not
+//! a program.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tiers() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tiers"))
+}
+
+fn run(c: &mut Command) -> (Option<i32>, String, String) {
+    let out = c.output().expect("tiers runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tiers-launcher-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn replica_variables_of_the_environment_do_not_reach_an_unreplicated_job() {
+    let (code, out, err) = run(tiers()
+        .args(["run", "-n", "2", "--", "sh", "-c"])
+        .arg("echo \"${TIERS_REPLICAS:-none} ${TIERS_REPLICA:-none} $TIERS_SIZE\"")
+        .env("TIERS_REPLICAS", "2")
+        .env("TIERS_REPLICA", "1"));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "none none 2\nnone none 2\n");
+}
+
+#[test]
+fn what_a_rank_leaves_in_the_background_ends_with_the_job() {
+    let d = scratch("background");
+    let pid_file = d.join("pid");
+    for prefix in [false, true] {
+        let t = Instant::now();
+        let mut c = tiers();
+        c.args(["run", "-n", "1"]);
+        if prefix {
+            c.arg("--prefix");
+        }
+        let (code, out, err) = run(c.args(["--", "sh", "-c"]).arg(format!(
+            "sleep 30 & echo $! > {}; echo hi",
+            pid_file.display()
+        )));
+        assert_eq!(code, Some(0), "{err}");
+        assert!(out.ends_with("hi\n"), "{out}");
+        assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            !running(pid),
+            "the background sleep {pid} outlived the job (prefix {prefix})"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Whether process `pid` runs (not gone, nor a zombie waiting to be reaped by whoever took it
+/// over), looking again for up to 2 s.
+fn running(pid: u32) -> bool {
+    let t = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command's closing parenthesis.
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        if stat.is_empty() || state.starts_with('Z') {
+            return false;
+        }
+        if t.elapsed() > Duration::from_secs(2) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn every_replica_of_rank_0_reads_the_input() {
+    // The input comes late: a replica without it would end at once, and the launcher would
+    // end the one that has it as redundant after the grace period.
+    let mut c = tiers()
+        .args([
+            "run",
+            "-n",
+            "1",
+            "--replicas",
+            "2",
+            "--grace",
+            "0.2",
+            "--",
+            "cat",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = c.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    input.write_all(b"late line\n").unwrap();
+    drop(input);
+    let mut out = String::new();
+    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let st = c.wait().unwrap();
+    assert!(st.success());
+    assert_eq!(out, "late line\n");
+}
+
+#[test]
+fn a_replicated_line_without_newlines_is_forwarded_in_pieces() {
+    // 1 MiB without a newline: merged in pieces, not held whole, and nothing lost.
+    let (code, out, err) = run(tiers()
+        .args(["run", "-n", "1", "--replicas", "2", "--", "sh", "-c"])
+        .arg("head -c 1048576 /dev/zero | tr '\\0' a; echo"));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.bytes().filter(|&b| b == b'a').count(), 1 << 20);
+    assert!(out.lines().count() >= 16, "{} lines", out.lines().count());
+}
+
+#[test]
+fn a_lost_rank_ends_the_job_with_its_status() {
+    let (code, _, err) = run(tiers().args([
+        "run",
+        "-n",
+        "2",
+        "--replicas",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "exit 5",
+    ]));
+    assert_eq!(code, Some(5), "{err}");
+    assert!(err.contains("all 2 of its replicas died"), "{err}");
+    let (code, _, err) = run(tiers().args(["run", "-n", "1", "--replicas", "65", "--", "true"]));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("1 to 64 replicas per rank"), "{err}");
+}
+
+#[test]
+fn a_file_on_path_that_is_not_a_program_is_passed_over() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("path");
+    let fake = d.join("echo");
+    std::fs::write(&fake, "not a program").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = format!(
+        "{}:{}",
+        d.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (code, out, err) = run(tiers()
+        .args(["run", "-n", "1", "--", "echo", "hi"])
+        .env("PATH", path));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "hi\n");
+    let _ = std::fs::remove_dir_all(&d);
+}
