@@ -169,3 +169,94 @@ fn a_file_on_path_that_is_not_a_program_is_passed_over() {
     assert_eq!(out, "hi\n");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A port for a test's rendezvous, apart from other tests' (each adds its own offset).
+fn port(offset: u16) -> u16 {
+    21000 + (std::process::id() % 9000) as u16 * 4 + offset
+}
+
+#[test]
+fn a_tcp_rank_that_ends_before_joining_fails_the_job_at_once() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let t = Instant::now();
+    let (code, _, err) = run(tiers()
+        .args(["run", "-n", "2", "--engine", "tcp", "--", "sh", "-c"])
+        .arg(format!(
+            "[ $TIERS_RANK = 1 ] && exit 0; exec {exe} bench ranks --min-time 0.01 --quiet"
+        ))
+        .env("TIERS_INIT_TIMEOUT_MS", "30000"));
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("rank 1 ended before it joined"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
+
+#[test]
+fn connections_that_say_nothing_do_not_hold_up_the_rendezvous() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let p = port(0);
+    let t = Instant::now();
+    let c = tiers()
+        .args(["run", "--engine", "tcp", "--hosts", "127.0.0.1:2", "--port"])
+        .arg(p.to_string())
+        .args(["-n", "2", "--", "sh", "-c"])
+        .arg(format!(
+            "sleep 0.5; exec {exe} bench ranks --min-time 0.01 --quiet"
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three connections that never say who they are, held open while the ranks join.
+    let mut idle = Vec::new();
+    while idle.len() < 3 && t.elapsed() < Duration::from_secs(10) {
+        match std::net::TcpStream::connect(("127.0.0.1", p)) {
+            Ok(s) => idle.push(s),
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    assert_eq!(idle.len(), 3);
+    let out = c.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each used to hold the rendezvous for 10 s.
+    assert!(t.elapsed() < Duration::from_secs(9), "{:?}", t.elapsed());
+}
+
+#[test]
+fn two_launchers_for_one_host_end_every_host_at_once() {
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let p = port(1).to_string();
+    let hosts = "127.0.0.1:1,127.0.0.2:1";
+    let t = Instant::now();
+    let launcher = |host: &str, prog: String| {
+        tiers()
+            .args([
+                "run", "--engine", "tcp", "--hosts", hosts, "--host", host, "--port", &p,
+            ])
+            .args(["-n", "1", "--", "sh", "-c", &prog])
+            .env("TIERS_INIT_TIMEOUT_MS", "40000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let bench = format!("{exe} bench ranks --min-time 0.01 --quiet");
+    // Host 0's rank comes after the clash.
+    let h0 = launcher("0", format!("sleep 1; exec {bench}"));
+    std::thread::sleep(Duration::from_millis(100));
+    let a = launcher("1", bench.clone());
+    let b = launcher("1", bench);
+    for c in [a, b, h0] {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("two processes joined the tcp job as rank 1"),
+            "{err}"
+        );
+    }
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}

@@ -839,13 +839,15 @@ impl Job {
         }
     }
 
-    /// Tells the rendezvous which of this host's processes ended badly: through the flags it
-    /// reads when served here, else by a report to the first host's (a replicated job's only:
-    /// the others need every rank).
+    /// Tells the rendezvous which of this host's processes ended badly (without replicas:
+    /// ended at all, since a rank that ended before it joined never will): through the flags
+    /// it reads when served here, else by a report to the first host's (a replicated job's
+    /// only).
     fn tell_rendezvous(&self, tcp: Option<&Rendezvous>, ends: &[Option<End>]) {
         let Some(t) = tcp else { return };
+        let unreplicated = self.replicas <= 1;
         for (r, e) in ends.iter().enumerate() {
-            if e.is_some_and(|e| !e.ok()) {
+            if e.is_some_and(|e| unreplicated || !e.ok()) {
                 let p = self.world_rank(r);
                 let told = t
                     .dead

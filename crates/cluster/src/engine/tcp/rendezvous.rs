@@ -95,6 +95,9 @@ pub fn serve(
     let mut covered_at: Option<Instant> = None;
     // Processes another host's launcher reported dead.
     let mut reported = vec![false; size];
+    // Each connection says who it is on a thread of its own, so that one that says nothing
+    // (a port scan, a health check) holds up no other.
+    let (said, hear) = std::sync::mpsc::channel::<(TcpStream, io::Result<(u64, String)>)>();
     while count < size {
         if reps > 1 {
             let all_ranks = joined.chunks(reps).all(|g| g.iter().any(Option::is_some));
@@ -106,11 +109,52 @@ pub fn serve(
                     break;
                 }
             }
+        } else if let Some(r) = (0..size).find(|&r| joined[r].is_none() && absent.dead(r)) {
+            // Without replicas every rank must join: one that ended first never will.
+            let why = format!("tcp rendezvous: rank {r} ended before it joined");
+            tell_all(&mut joined, &why);
+            refuse_latecomers(&listener, stop, &why);
+            return Err(io::Error::new(io::ErrorKind::NotConnected, why));
         }
-        let (mut s, _) = match listener.accept() {
-            Ok(x) => {
+        if let Ok((mut s, hello)) = hear.try_recv() {
+            let Ok((rank, addr)) = hello else {
+                continue; // Not a rank of this job (or it died while joining).
+            };
+            let rank = rank as usize;
+            if rank >= size {
+                refuse(&mut s, &format!("rank {rank} of a job of {size}"));
+                continue;
+            }
+            if addr.is_empty() {
+                // A launcher's report that its process `rank` died (see `report_dead`).
+                reported[rank] = true;
+                continue;
+            }
+            if let Some((mut other, _)) = joined[rank].take() {
+                let why = format!("two processes joined the tcp job as rank {rank}");
+                refuse(&mut s, &why);
+                refuse(&mut other, &why);
+                // The job cannot start: every rank that joined, or comes later, is told.
+                tell_all(&mut joined, &why);
+                refuse_latecomers(&listener, stop, &why);
+                return Err(invalid(why));
+            }
+            joined[rank] = Some((s, addr));
+            count += 1;
+            continue;
+        }
+        match listener.accept() {
+            Ok((s, _)) => {
                 idle = ACCEPT_NAPS;
-                x
+                let said = said.clone();
+                std::thread::spawn(move || {
+                    let mut s = s;
+                    let hello = s
+                        .set_nonblocking(false)
+                        .and_then(|()| s.set_read_timeout(Some(Duration::from_secs(10))))
+                        .and_then(|()| Ok((get_u64(&mut s)?, get_str(&mut s)?)));
+                    let _ = said.send((s, hello));
+                });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -124,43 +168,14 @@ pub fn serve(
                     // reading a closed connection.
                     tell_all(
                         &mut joined,
-                        &format!("{why} (is the launcher of every host of --hosts started, with the same list?)"),
+                        &format!("{why} (with --hosts: is the launcher of every host started, with the same list?)"),
                     );
                     return Err(io::Error::new(io::ErrorKind::TimedOut, why));
                 }
                 std::thread::sleep(idle.nap());
-                continue;
             }
             Err(e) => return Err(e),
-        };
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let (rank, addr) = match (get_u64(&mut s), get_str(&mut s)) {
-            (Ok(r), Ok(a)) => (r as usize, a),
-            _ => continue, // Not a rank of this job (or it died while joining).
-        };
-        let refuse = |s: &mut TcpStream, why: &str| {
-            let mut out = 1u64.to_le_bytes().to_vec();
-            put_str(&mut out, why);
-            let _ = s.write_all(&out);
-        };
-        if rank >= size {
-            refuse(&mut s, &format!("rank {rank} of a job of {size}"));
-            continue;
         }
-        if addr.is_empty() {
-            // A launcher's report that its process `rank` died (see `report_dead`).
-            reported[rank] = true;
-            continue;
-        }
-        if let Some((mut other, _)) = joined[rank].take() {
-            let why = format!("two processes joined the tcp job as rank {rank}");
-            refuse(&mut s, &why);
-            refuse(&mut other, &why);
-            return Err(invalid(why));
-        }
-        joined[rank] = Some((s, addr));
-        count += 1;
     }
     let mut table = 0u64.to_le_bytes().to_vec();
     table.extend_from_slice(&(size as u64).to_le_bytes());
@@ -173,9 +188,16 @@ pub fn serve(
         let _ = s.write_all(&table);
     }
     if count < size {
-        refuse_latecomers(&listener, stop);
+        refuse_latecomers(&listener, stop, "came after its job had started without it");
     }
     Ok(())
+}
+
+/// Tells one process why the job does not take it.
+fn refuse(s: &mut TcpStream, why: &str) {
+    let mut out = 1u64.to_le_bytes().to_vec();
+    put_str(&mut out, why);
+    let _ = s.write_all(&out);
 }
 
 /// Tells every rank that joined that the job will not start, and why.
@@ -187,23 +209,20 @@ fn tell_all(joined: &mut [Option<(TcpStream, String)>], why: &str) {
     }
 }
 
-/// After a replicated job's table went out without some processes: tells each that comes
-/// later that the job started without it, until `stop`.
-fn refuse_latecomers(listener: &TcpListener, stop: &std::sync::atomic::AtomicBool) {
+/// After a replicated job's table went out without some processes, or once the job cannot
+/// start: tells each process that comes later `why` (after its rank), until `stop`, so that
+/// it ends at once instead of retrying until its deadline.
+fn refuse_latecomers(listener: &TcpListener, stop: &std::sync::atomic::AtomicBool, why: &str) {
     let mut idle = ACCEPT_NAPS;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         match listener.accept() {
             Ok((mut s, _)) => {
                 idle = ACCEPT_NAPS;
                 let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                // A short wait: nothing else is served meanwhile but other latecomers.
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                 let Ok(rank) = get_u64(&mut s) else { continue };
-                let mut out = 1u64.to_le_bytes().to_vec();
-                put_str(
-                    &mut out,
-                    &format!("rank {rank} came after its job had started without it"),
-                );
-                let _ = s.write_all(&out);
+                refuse(&mut s, &format!("rank {rank}: {why}"));
             }
             Err(_) => std::thread::sleep(idle.nap()),
         }
