@@ -440,3 +440,96 @@ fn a_negative_number_is_judged_as_a_value_not_taken_for_an_option() {
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "-5 -x");
 }
+
+#[test]
+fn benchmark_options_after_the_double_dash_are_checked_before_any_work() {
+    let t = Instant::now();
+    for (args, want) in [
+        (
+            &[
+                "bench",
+                "scaling",
+                "mds",
+                "--threads",
+                "1",
+                "--quiet",
+                "--",
+                "--sizes",
+                "1099511627776",
+            ][..],
+            "overflows",
+        ),
+        (
+            &["bench", "mds", "--quiet", "--", "--sizes", "1000000"][..],
+            "more than this machine",
+        ),
+        (
+            &["bench", "mds", "--quiet", "--", "--sizes", "0"][..],
+            "--sizes 0: at least 2",
+        ),
+        (
+            &[
+                "bench", "scaling", "render", "--quiet", "--", "--sizes", "0",
+            ][..],
+            "--sizes 0: at least 4",
+        ),
+        (
+            &[
+                "bench", "cluster", "--quiet", "--", "--k", "0", "--sizes", "50",
+            ][..],
+            "--k 0: at least 1",
+        ),
+        (
+            &["bench", "render", "--quiet", "--", "--tile", "0"][..],
+            "--tile 0",
+        ),
+        (
+            &[
+                "bench",
+                "render",
+                "--quiet",
+                "--",
+                "--max-iter",
+                "99999999999",
+            ][..],
+            "--max-iter",
+        ),
+        (
+            &["bench", "scaling", "mds", "--quiet", "--", "--bogus"][..],
+            "unknown option --bogus",
+        ),
+        (
+            &["bench", "distances", "--quiet", "--", "extra"][..],
+            "unexpected argument \"extra\"",
+        ),
+        (
+            &[
+                "bench",
+                "scaling",
+                "mds",
+                "--quiet",
+                "--",
+                "--sizes",
+                "10",
+                "--out",
+                "/nonexistent-dir/x.json",
+            ][..],
+            "--out",
+        ),
+        (
+            &[
+                "bench",
+                "hybrid",
+                "render",
+                "--",
+                "--rounds",
+                "18446744073709551615",
+            ][..],
+            "--rounds",
+        ),
+    ] {
+        refused(args, want);
+    }
+    // Refused before any matrix was made or measured.
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}

@@ -58,9 +58,25 @@ impl Rest {
             .find(|(a, _)| a == k)
             .map(|(_, v)| v.as_str())
     }
-    fn sizes(&self, default: &[usize]) -> Result<Vec<usize>, String> {
-        match self.get("sizes") {
-            None => Ok(default.to_vec()),
+    /// Refuses an option this benchmark does not know (a typo would otherwise run the
+    /// defaults, and a bare word names the app only for `scaling`).
+    fn only(&self, bench: &str, known: &[&str]) -> Result<(), String> {
+        match self.0.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+            Some((k, v)) if k == "app" => Err(format!(
+                "{bench}: unexpected argument {v:?} after -- (options: --{})",
+                known.join(", --")
+            )),
+            Some((k, _)) => Err(format!(
+                "{bench}: unknown option --{k} after -- (options: --{})",
+                known.join(", --")
+            )),
+            None => Ok(()),
+        }
+    }
+    /// `--sizes`, each at least `min`.
+    fn sizes(&self, default: &[usize], min: usize) -> Result<Vec<usize>, String> {
+        let v: Vec<usize> = match self.get("sizes") {
+            None => return Ok(default.to_vec()),
             Some(s) => s
                 .split(',')
                 .map(|x| {
@@ -68,14 +84,57 @@ impl Rest {
                         .parse::<usize>()
                         .map_err(|_| format!("bad --sizes {s:?}"))
                 })
-                .collect(),
+                .collect::<Result<_, _>>()?,
+        };
+        match v.iter().find(|&&n| n < min) {
+            Some(n) => Err(format!("--sizes {n}: at least {min}")),
+            None => Ok(v),
         }
     }
-    fn usize(&self, k: &str, default: usize) -> Result<usize, String> {
-        self.get(k).map_or(Ok(default), |v| {
+    /// Option `k`, in `range`.
+    fn usize_in(
+        &self,
+        k: &str,
+        default: usize,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Result<usize, String> {
+        let v = self.get(k).map_or(Ok(default), |v| {
             v.parse().map_err(|_| format!("bad --{k} {v:?}"))
-        })
+        })?;
+        if !range.contains(&v) {
+            return Err(match *range.end() {
+                usize::MAX => format!("--{k} {v}: at least {}", range.start()),
+                end => format!("--{k} {v}: from {} to {end}", range.start()),
+            });
+        }
+        Ok(v)
     }
+    fn usize(&self, k: &str, default: usize) -> Result<usize, String> {
+        self.usize_in(k, default, 1..=usize::MAX)
+    }
+}
+
+/// Refuses sizes whose data would not fit in memory before any is made: `count` elements of
+/// `elem` bytes, for `what`.
+fn fits(what: &str, count: Option<usize>, elem: usize) -> Result<(), String> {
+    let count = count.ok_or_else(|| format!("{what}: the size overflows the address space"))?;
+    tiers_apps::limits::check_alloc(what, count, elem)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// A distance matrix of `n` points, and the points of `mixture_matrix`.
+fn matrix_fits(n: usize) -> Result<(), String> {
+    fits(
+        &format!("a distance matrix of {n} points"),
+        n.checked_mul(n),
+        8,
+    )?;
+    fits(
+        &format!("{n} points in 10 dimensions"),
+        n.checked_mul(10),
+        8,
+    )
 }
 
 /// Points in a 10-D Gaussian mixture, their Euclidean distance matrix: a stand-in for sequence
@@ -279,8 +338,12 @@ fn marginal(t1: f64, tk: f64, k: usize) -> f64 {
 
 pub(super) fn mds(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("mds", "s/iteration", true);
-    let sizes = a.sizes(&[2000, 4499])?;
-    let iters = a.usize("iters", 20)?;
+    a.only("mds", &["sizes", "iters"])?;
+    let sizes = a.sizes(&[2000, 4499], 2)?;
+    let iters = a.usize_in("iters", 20, 1..=1_000_000)?;
+    for &n in &sizes {
+        matrix_fits(n)?;
+    }
     if iters < 2 {
         return Err(format!(
             "--iters {iters}: the marginal cost (T(k) - T(1)) / (k - 1) needs k >= 2"
@@ -574,8 +637,18 @@ fn points_npy(p: &[f64], d: usize) -> Vec<u8> {
 
 pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("cluster", "s/EM iteration", true);
-    let sizes = a.sizes(&[2000])?;
+    a.only("cluster", &["sizes", "k"])?;
+    let sizes = a.sizes(&[2000], 2)?;
     let k = a.usize("k", 10)?;
+    for &n in &sizes {
+        matrix_fits(n)?;
+        // The responsibilities, three copies (start, current, the step's).
+        fits(
+            &format!("{n} x {k} responsibilities"),
+            n.checked_mul(k).and_then(|c| c.checked_mul(3)),
+            8,
+        )?;
+    }
     let pools = pools(opts)?;
     for &n in &sizes {
         let d = mixture_matrix(n, 3);
@@ -648,6 +721,7 @@ pub(super) fn cluster(opts: &Opts, a: &Rest) -> BenchResult {
 
 pub(super) fn distances(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("distances", "pairs/s", false);
+    a.only("distances", &["sizes", "metric"])?;
     let pools = pools(opts)?;
     // Metrics measured together, alternating in one comparison: the two SWG engines are peers
     // (rust-bio's first, the reference of the ratio).
@@ -665,9 +739,15 @@ pub(super) fn distances(opts: &Opts, a: &Rest) -> BenchResult {
     for group in groups {
         let first = group[0];
         let n = match first.swg_engine() {
-            Some(_) => a.usize("sizes", 100)?,
-            None => a.usize("sizes", 2000)?,
+            Some(_) => a.usize_in("sizes", 100, 2..=usize::MAX)?,
+            None => a.usize_in("sizes", 2000, 2..=usize::MAX)?,
         };
+        fits(
+            &format!("a distance matrix of {n} sequences"),
+            n.checked_mul(n),
+            4,
+        )?;
+        fits(&format!("{n} sequences"), n.checked_mul(400), 1)?;
         let seqs = generate(&AluSpec {
             n,
             indel: 0.0,
@@ -733,10 +813,11 @@ pub(super) fn distances(opts: &Opts, a: &Rest) -> BenchResult {
 
 pub(super) fn render_bench(opts: &Opts, a: &Rest) -> BenchResult {
     let mut report = Report::new("render", "s/image", true);
+    a.only("render", &["tile", "max-iter"])?;
     let pools = pools(opts)?;
     let spec = RenderSpec {
-        tile: a.usize("tile", 32)?,
-        max_iter: a.usize("max-iter", 1000)? as u32,
+        tile: a.usize_in("tile", 32, 1..=4096)?,
+        max_iter: a.usize_in("max-iter", 1000, 1..=1 << 24)? as u32,
         ..Default::default()
     };
     let name = |sched: TileSchedule| {
@@ -830,6 +911,7 @@ enum ScaleData {
 }
 
 pub(super) fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
+    a.only("scaling", &["app", "out", "sizes"])?;
     let app = a.get("app").unwrap_or("mds").to_string();
     // By default beside the caller, named after the app (the note at the end names it).
     let out = a
@@ -840,13 +922,37 @@ pub(super) fn scaling(opts: &Opts, a: &Rest) -> BenchResult {
             format!("scaling: unknown app {app:?}: use mds, cluster, render or distances").into(),
         );
     }
+    let sizes = a.sizes(
+        match app.as_str() {
+            "mds" | "cluster" => &[1000, 2000, 3000],
+            "render" => &[256, 512, 1024],
+            _ => &[200, 400],
+        },
+        // A render of width n is n x 3n/4 pixels.
+        if app == "render" { 4 } else { 2 },
+    )?;
+    for &n in &sizes {
+        match app.as_str() {
+            "render" => fits(&format!("an image {n} pixels wide"), n.checked_mul(n), 4)?,
+            "distances" => fits(
+                &format!("a distance matrix of {n} sequences"),
+                n.checked_mul(n),
+                4,
+            )?,
+            _ => matrix_fits(n)?,
+        }
+    }
+    // The runs file is written at the end: a path that cannot take it is refused first.
+    crate::cmd::outputs::check(
+        &[],
+        &[crate::cmd::outputs::Output {
+            path: std::path::Path::new(&out),
+            option: "--out",
+            extensions: &["json"],
+        }],
+    )?;
     let pools = pools(opts)?;
     let mut report = Report::new(&format!("scaling-{app}"), "s", true);
-    let sizes = a.sizes(match app.as_str() {
-        "mds" | "cluster" => &[1000, 2000, 3000],
-        "render" => &[256, 512, 1024],
-        _ => &[200, 400],
-    })?;
     let mut runs = Vec::new();
     for &n in &sizes {
         progress(

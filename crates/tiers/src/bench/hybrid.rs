@@ -122,6 +122,10 @@ struct Plan {
     hosts: Option<Hosts>,
 }
 
+/// The most rounds of a run: each starts every pattern's job, seconds apiece, so more is a
+/// typo rather than a plan.
+const MAX_ROUNDS: usize = 10_000;
+
 fn parse(args: &[String]) -> Res<Plan> {
     let app = args
         .first()
@@ -161,8 +165,8 @@ fn parse(args: &[String]) -> Res<Plan> {
             .map_err(|e| format!("hybrid: --rounds {r:?}: {e}"))?,
         None => 3,
     };
-    if rounds == 0 {
-        return Err("hybrid: --rounds must be at least 1".into());
+    if !(1..=MAX_ROUNDS).contains(&rounds) {
+        return Err(format!("hybrid: --rounds {rounds}: from 1 to {MAX_ROUNDS}").into());
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let host_cores: usize = match arg(args, "--host-cores") {
@@ -522,6 +526,7 @@ mod tests {
             "mds --sizes x",
             "mds --sizes ,",
             "mds --rounds 0",
+            "mds --rounds 18446744073709551615",
             "mds --host-cores 0",
             "mds --hosts a",
             "mds --hosts a:2,b",

@@ -12,7 +12,7 @@ pub mod gaspi;
 pub mod is;
 pub mod md;
 mod net_limit;
-mod outputs;
+pub(crate) mod outputs;
 pub mod pipeline;
 pub mod plot;
 pub mod redblack;
