@@ -372,6 +372,21 @@ fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
 /// `tiers mds` as one rank of a job: this rank's rows of the matrix (read by offset), the
 /// configuration gathered every iteration; rank 0 writes the points and the plot.
 fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
+    use super::agree::{same_options, word};
+    same_options(
+        w,
+        &[
+            (
+                "SMACOF options (--dims, --block, --threshold, --max-iter, --seed)",
+                word(format!("{opts:?}")),
+            ),
+            ("--big-endian", word(a.big_endian)),
+            ("--symmetrize", word(a.symmetrize)),
+            ("--reference (given or not)", word(a.reference.is_some())),
+            ("--labels (given or not)", word(a.labels.is_some())),
+            ("--plot (given or not)", word(a.plot.is_some())),
+        ],
+    )?;
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     opts.validate(n)?;
     let block = rows_of(w, &a.input, a.big_endian, a.symmetrize)?;
@@ -613,6 +628,22 @@ fn cluster_alone(a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
 /// `tiers cluster` as one rank of a job: this rank's rows of the matrix (read by offset), the
 /// products δ·M gathered from every rank; rank 0 writes the labels.
 fn cluster_ranks(w: &tiers_cluster::World, a: &ClusterArgs, mut opts: ClusterOptions) -> Res {
+    use super::agree::{same_options, word};
+    same_options(
+        w,
+        &[
+            (
+                "clustering options (--max-clusters, --cooling, --fine-cooling, --freezing, \
+                 --splits-per-temperature, --spidal, --min-cluster-size, --style)",
+                word(format!("{opts:?}")),
+            ),
+            ("--power", word(a.power.to_bits())),
+            ("--big-endian", word(a.big_endian)),
+            ("--symmetrize", word(a.symmetrize)),
+            ("--reference (given or not)", word(a.reference.is_some())),
+            ("--plot (given or not)", word(a.plot.is_some())),
+        ],
+    )?;
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     // One rank says it: lines of several processes on one terminal interleave.
     fit_clusters(&mut opts, n, !a.quiet && w.rank() == 0);
@@ -853,6 +884,15 @@ pub fn run(cmd: AppCommand) -> Res {
             // threads and writes them into the one output file at their offset.
             let results = tiers_cluster::spmd(|w| {
                 w.fail_if_err((|| -> Result<Option<(usize, usize, f64)>, String> {
+                    use super::agree::{same_options, word};
+                    same_options(
+                        w,
+                        &[
+                            ("inputs (their sequences)", word(&seqs)),
+                            ("--metric", word(format!("{metric:?}"))),
+                            ("--big-endian", word(be)),
+                        ],
+                    )?;
                     let p = pool(threads).map_err(|e| e.to_string())?;
                     let t0 = Instant::now();
                     let report = |done: usize, total: usize| {
@@ -1003,6 +1043,17 @@ pub fn run(cmd: AppCommand) -> Res {
             // rank 0 assembles the image.
             let threads = a.threads;
             let results = tiers_cluster::spmd(|w| {
+                use super::agree::{same_options, word};
+                w.fail_if_err(same_options(
+                    w,
+                    &[
+                        (
+                            "image options (--width, --height, --tiles, --max-iter)",
+                            word(format!("{spec:?}")),
+                        ),
+                        ("--schedule", word(format!("{schedule:?}"))),
+                    ],
+                ))?;
                 let p = pool(threads).map_err(|e| e.to_string())?;
                 let img =
                     w.fail_if_err(render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string()))?;

@@ -108,6 +108,19 @@ pub fn run(a: Fft2dArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use super::agree::{same_options, word};
+    same_options(
+        w,
+        &[
+            ("--input (given or not)", word(a.input.is_some())),
+            ("--n", word(a.n)),
+            ("--seed", word(a.seed)),
+            ("--variant", word(format!("{:?}", a.variant))),
+            ("--blocks", word(a.blocks)),
+            ("--check", word(a.check)),
+            ("--out (given or not)", word(a.out.is_some())),
+        ],
+    )?;
     let (me, size) = (w.rank(), w.size());
     // Every rank reads its own rows (the header check fails alike on every rank).
     let (n, mut rows) = match &a.input {

@@ -117,6 +117,22 @@ type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 const MAX_SANE_DRIFT: f64 = 0.1;
 
 fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
+    use super::agree::{same_options, word};
+    same_options(
+        w,
+        &[
+            ("--n", word(a.n)),
+            ("--steps", word(a.steps)),
+            ("--dt", word(a.dt.to_bits())),
+            ("--density", word(a.density.to_bits())),
+            ("--temperature", word(a.temperature.to_bits())),
+            ("--seed", word(a.seed)),
+            ("--variant", word(format!("{:?}", a.variant))),
+            ("--energy (given or not)", word(a.energy.is_some())),
+            ("--out-x (given or not)", word(a.out_x.is_some())),
+            ("--out-v (given or not)", word(a.out_v.is_some())),
+        ],
+    )?;
     let pool = Pool::builder().threads(a.threads).build()?;
     let mut es: Vec<Energy> = Vec::new();
     let r = md::simulate(

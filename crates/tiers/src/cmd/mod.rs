@@ -5,6 +5,7 @@
 //! Where a new command goes: a module here with its clap `Args` and a `run(args)`, and one
 //! variant in [`Command`].
 
+mod agree;
 pub mod apps;
 pub mod bench;
 pub mod fft2d;

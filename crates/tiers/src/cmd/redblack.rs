@@ -679,6 +679,17 @@ fn one_rank(
     irr: &[usize],
     variants: &[Variant],
 ) -> Result<(), String> {
+    use super::agree::{same_options, word};
+    same_options(
+        w,
+        &[
+            ("--n", word(a.n)),
+            ("--iters", word(a.iters)),
+            ("--variant", word(format!("{variants:?}"))),
+            ("--irr", word(irr)),
+            ("--digest", word(a.digest)),
+        ],
+    )?;
     let e = |e: tiers_cluster::Error| e.to_string();
     let d = Decomp::new([a.n; 3], w.size(), 1)
         .map_err(|_| format!("--n {} is too small for {} ranks", a.n, w.size()))?;
