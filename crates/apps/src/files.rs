@@ -28,6 +28,15 @@ pub fn temporary_beside(path: &Path) -> PathBuf {
 /// a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is written straight into, since
 /// renaming over it would destroy it ([`tiers_cluster::output_target`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `fill` writes, streamed (through a buffer) rather than held whole
+/// first: for outputs as large as the data they come from.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
     let path =
         &match tiers_cluster::output_target(path).map_err(|e| Error::io(path, "writing", e))? {
             tiers_cluster::OutputTarget::Replace(p) => p,
@@ -35,17 +44,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
                 return std::fs::OpenOptions::new()
                     .write(true)
                     .open(&p)
-                    .and_then(|mut f| f.write_all(bytes))
+                    .and_then(|f| {
+                        let mut b = std::io::BufWriter::new(f);
+                        fill(&mut b)?;
+                        b.flush()
+                    })
                     .map_err(|e| Error::io(&p, "writing", e));
             }
         };
     let tmp = temporary_beside(path);
     let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
+        let f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        f.write_all(bytes)?;
+        let mut b = std::io::BufWriter::new(f);
+        fill(&mut b)?;
+        let f = b
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();

@@ -533,3 +533,29 @@ fn benchmark_options_after_the_double_dash_are_checked_before_any_work() {
     // Refused before any matrix was made or measured.
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
 }
+
+#[test]
+fn fft2d_counts_every_array_it_will_hold_before_it_starts() {
+    // Under 1.1 GB of address space, N = 4096 with --out holds five 256 MiB arrays at its peak
+    // (the rows, the strips sent and received, the gathered result twice): refused up front
+    // instead of an abort in the middle.
+    let d = Dir::new("fft2d-memory");
+    let exe = env!("CARGO_BIN_EXE_tiers");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1100000; exec {exe} fft2d --n 4096 --out {}",
+            d.path("y.npy")
+        ))
+        .env_remove("TIERS_RANK")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{err}"
+    );
+    assert!(err.contains("5 arrays of 4096 x 4096"), "{err}");
+    assert!(!std::path::Path::new(&d.path("y.npy")).exists());
+}

@@ -87,7 +87,11 @@ pub fn run(a: Fft2dArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     if a.input.is_none() {
-        fft2d::check_n(a.n, 2)?;
+        // Per host, at the peak: every rank's rows, the strips it sends and receives (three
+        // arrays of N x N in all), and with --out or --check rank 0's gathered result in its
+        // segment and as a vector (two more), and the serial transform for --check (one more).
+        let gathered = a.out.is_some() || a.check;
+        fft2d::check_n(a.n, 3 + 2 * gathered as usize + a.check as usize)?;
     }
     if let Some(out) = &a.out {
         let ins: Vec<&std::path::Path> = a.input.iter().map(PathBuf::as_path).collect();
@@ -184,7 +188,7 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
             )?;
         }
         if let Some(out) = &a.out {
-            tiers_apps::files::write_atomic(out, &fft2d::to_npy(n, &x))?;
+            tiers_apps::files::write_atomic_with(out, |f| fft2d::write_npy(f, n, &x))?;
             eprintln!("wrote {}", out.display());
         }
     }
