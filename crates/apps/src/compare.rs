@@ -111,8 +111,24 @@ pub(crate) fn whole_points(len: usize, d: usize) {
     );
 }
 
+/// Checks that `y` (n×d, row-major) can be a Procrustes reference: at least two distinct
+/// points. A reference whose points all coincide has no spread to compare a fit with (its
+/// disparity would be 0/0), as SciPy's `procrustes` refuses too.
+///
+/// # Errors
+///
+/// A message saying so, for the caller to prefix with the file's name.
+pub fn check_reference(y: &[f64], d: usize) -> Result<(), String> {
+    let distinct = y.chunks(d.max(1)).any(|p| p != &y[..d.min(y.len())]);
+    if !distinct {
+        return Err("a Procrustes reference needs at least two distinct points".into());
+    }
+    Ok(())
+}
+
 /// Orthogonal Procrustes with scaling: the rotation (or reflection) R, scale s and shift that
-/// minimise Σ|s·x_i·R + t − y_i|², for n×d row-major point sets.
+/// minimise Σ|s·x_i·R + t − y_i|², for n×d row-major point sets. The disparity is NaN when
+/// every point of `y` is the same (see [`check_reference`]).
 ///
 /// # Panics
 ///
@@ -180,7 +196,7 @@ pub fn procrustes(x: &[f64], y: &[f64], d: usize) -> Procrustes {
     }
     Procrustes {
         fitted,
-        disparity: if yy > 0.0 { res / yy } else { 0.0 },
+        disparity: if yy > 0.0 { res / yy } else { f64::NAN },
         rms: (res / n as f64).sqrt(),
     }
 }
@@ -229,5 +245,10 @@ mod tests {
         }
         let noise: Vec<f64> = (0..n * 3).map(|_| rng.normal()).collect();
         assert!(procrustes(&noise, &y, 3).disparity > 0.5);
+        // A reference of one point repeated: no disparity, and refused by the check.
+        let same = vec![1.5; y.len()];
+        assert!(procrustes(&x, &same, 3).disparity.is_nan());
+        assert!(check_reference(&same, 3).is_err());
+        assert!(check_reference(&y, 3).is_ok());
     }
 }

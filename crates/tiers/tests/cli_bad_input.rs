@@ -235,6 +235,11 @@ fn reference_points_are_checked_before_the_output_is_written() {
             "not a finite number",
         ),
         ("0 0 0 0\n0 1 0 0\n2 0 0 0\n3 0 0 0\n", "point index"),
+        // Every point the same: no spread to compare a fit with.
+        (
+            "0 1 1 1\n1 1 1 1\n2 1 1 1\n3 1 1 1\n",
+            "at least two distinct points",
+        ),
     ] {
         let r = d.path("ref.txt");
         std::fs::write(&r, text).unwrap();

@@ -285,28 +285,34 @@ pub(super) fn write_text(path: &Path, text: &str) -> Res {
 }
 
 /// `tiers mds` as one process: the whole matrix, checked, on this process's threads.
+/// The reference points of `--reference` (`dims` coordinates each): as many as the matrix
+/// has points (`n`), and at least two of them distinct.
+fn read_reference(
+    refp: &Path,
+    dims: usize,
+    n: usize,
+) -> Result<Vec<f64>, Box<dyn std::error::Error>> {
+    let (y, _) =
+        tiers_apps::mds::parse_points(&read_text(refp)?, dims, &refp.display().to_string())?;
+    if y.len() != n * dims {
+        return Err(format!(
+            "{}: {} points, the matrix has {n}",
+            refp.display(),
+            y.len() / dims
+        )
+        .into());
+    }
+    tiers_apps::compare::check_reference(&y, dims)
+        .map_err(|e| format!("{}: {e}", refp.display()))?;
+    Ok(y)
+}
+
 fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
     let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
     opts.validate(d.n)?;
     // Every input is read and checked before the work starts.
     let reference = match &a.reference {
-        Some(refp) => {
-            let (y, _) = tiers_apps::mds::parse_points(
-                &read_text(refp)?,
-                a.dims,
-                &refp.display().to_string(),
-            )?;
-            if y.len() != d.n * a.dims {
-                return Err(format!(
-                    "{}: {} points, the matrix has {}",
-                    refp.display(),
-                    y.len() / a.dims,
-                    d.n
-                )
-                .into());
-            }
-            Some(y)
-        }
+        Some(refp) => Some(read_reference(refp, a.dims, d.n)?),
         None => None,
     };
     let labels = match &a.labels {
@@ -393,22 +399,7 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
     let root = w.rank() == 0;
     // Every rank reads the reference, so that a bad one stops them all alike.
     let reference = match &a.reference {
-        Some(refp) => {
-            let (y, _) = tiers_apps::mds::parse_points(
-                &read_text(refp)?,
-                a.dims,
-                &refp.display().to_string(),
-            )?;
-            if y.len() != n * a.dims {
-                return Err(format!(
-                    "{}: {} points, the matrix has {n}",
-                    refp.display(),
-                    y.len() / a.dims
-                )
-                .into());
-            }
-            Some(y)
-        }
+        Some(refp) => Some(read_reference(refp, a.dims, n)?),
         None => None,
     };
     let labels = match &a.labels {

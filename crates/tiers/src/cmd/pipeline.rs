@@ -129,7 +129,11 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
         None => None,
     };
     let reference_points = match &a.reference_points {
-        Some(p) => Some(mds::parse_points(&read_text(p)?, 3, &p.display().to_string())?.0),
+        Some(p) => {
+            let y = mds::parse_points(&read_text(p)?, 3, &p.display().to_string())?.0;
+            compare::check_reference(&y, 3).map_err(|e| format!("{}: {e}", p.display()))?;
+            Some(y)
+        }
         None => None,
     };
     // 1. Sequences (every rank makes or reads the same ones).

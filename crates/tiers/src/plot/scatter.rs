@@ -74,6 +74,8 @@ impl Scatter {
                 i / d
             )));
         }
+        tiers_apps::compare::check_reference(reference, d)
+            .map_err(|e| Error(format!("{e}; nothing drawn")))?;
         let fit = tiers_apps::compare::procrustes(points, reference, d);
         let mut joint = fit.fitted;
         joint.extend_from_slice(reference);
