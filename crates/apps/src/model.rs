@@ -9,8 +9,9 @@
 //! Runs are JSON: `{"runs": [{"app": "mds", "threads": 2, "processes": 1, "nodes": 1,
 //! "size": 2000, "seconds": 1.5}, …]}`, one per hybrid pattern t×m×n of \[Qiu2012\] (t threads in
 //! each of m processes per node on n nodes); p = t·m·n. `processes` defaults to 1 (runs files
-//! written before it existed counted every rank as a node: their p is unchanged). The reference
-//! of each (app, size) series is its run with the smallest p (the fastest when several).
+//! written before it existed counted every rank as a node: their p is unchanged). Repeated runs
+//! of one pattern are one point, at the median of their times. The reference of each (app,
+//! size) series is its run with the smallest p (the fastest when several patterns share it).
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -166,8 +167,42 @@ impl Fit {
     }
 }
 
-/// Speedup, efficiency and overhead of every run.
+/// Runs of the same app, size and pattern (a runs file that a benchmark appended to several
+/// times) as one run each, in the order first seen, with the median of their times: repeats
+/// are samples of one point, not points of their own (a second baseline run would otherwise
+/// show as an overhead, and pull every fit towards it).
+pub fn combine_repeats(runs: &[Run]) -> Vec<Run> {
+    let mut groups: Vec<(Run, Vec<f64>)> = Vec::new();
+    for r in runs {
+        let same = |g: &(Run, Vec<f64>)| {
+            let q = &g.0;
+            (q.app == r.app && q.size == r.size)
+                && (q.threads, q.processes, q.nodes) == (r.threads, r.processes, r.nodes)
+        };
+        match groups.iter_mut().find(|g| same(g)) {
+            Some(g) => g.1.push(r.seconds),
+            None => groups.push((r.clone(), vec![r.seconds])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut r, mut t)| {
+            t.sort_by(f64::total_cmp);
+            let m = t.len() / 2;
+            r.seconds = if t.len() % 2 == 1 {
+                t[m]
+            } else {
+                (t[m - 1] + t[m]) / 2.0
+            };
+            r
+        })
+        .collect()
+}
+
+/// Speedup, efficiency and overhead of every run, repeats combined first
+/// ([`combine_repeats`]).
 pub fn analyse(runs: &[Run]) -> Vec<Point> {
+    let runs = &combine_repeats(runs)[..];
     let mut out = Vec::new();
     for r in runs {
         let series: Vec<&Run> = runs
@@ -354,6 +389,26 @@ mod tests {
         assert!((pts[2].speedup - 3.2).abs() < 1e-12);
         assert!((pts[2].efficiency - 0.8).abs() < 1e-12);
         assert!((pts[2].overhead - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn repeated_runs_are_one_point_at_their_median() {
+        // Two baselines (1 s and 2 s) and three runs on 2 threads (0.5, 0.9, 0.7 s).
+        let pts = analyse(&[
+            run(1, 100, 1.0),
+            run(2, 100, 0.5),
+            run(1, 100, 2.0),
+            run(2, 100, 0.9),
+            run(2, 100, 0.7),
+        ]);
+        assert_eq!(pts.len(), 2);
+        assert_eq!((pts[0].p, pts[0].run.seconds), (1, 1.5));
+        assert!(
+            pts[0].overhead.abs() < 1e-12,
+            "the baseline has no overhead"
+        );
+        assert_eq!((pts[1].p, pts[1].run.seconds), (2, 0.7));
+        assert!((pts[1].speedup - 1.5 / 0.7).abs() < 1e-12);
     }
 
     #[test]

@@ -564,3 +564,20 @@ fn fft2d_counts_every_array_it_will_hold_before_it_starts() {
     assert!(err.contains("5 arrays of 4096 x 4096"), "{err}");
     assert!(!std::path::Path::new(&d.path("y.npy")).exists());
 }
+
+#[test]
+fn thread_counts_are_bounded_where_they_are_only_accepted() {
+    for args in [
+        &[
+            "data",
+            "alu",
+            "--threads",
+            "100000",
+            "--out",
+            "/tmp/never-written.fa",
+        ][..],
+        &["model", "/tmp/never-read.json", "--threads", "100000"][..],
+    ] {
+        refused(args, "at most 1024 threads");
+    }
+}

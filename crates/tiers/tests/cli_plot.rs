@@ -42,6 +42,8 @@ fn a_report_becomes_svg_and_png() {
     let d = Dir::new("ok");
     let json = d.write("r.json", REPORT);
     let svg = d.path("r.svg");
+    let (ok, err) = tiers(&["plot", &json, "--out", &svg, "--date", "2026-13-02"]);
+    assert!(!ok && err.contains("YYYY-MM-DD"), "{err}");
     let (ok, err) = tiers(&["plot", &json, "--out", &svg, "--date", "2026-01-02"]);
     assert!(ok, "{err}");
     let text = std::fs::read_to_string(&svg).unwrap();

@@ -77,6 +77,21 @@ fn redblack_refuses_bad_arguments() {
         err.contains("3 weights, but irr has 2 compute threads"),
         "{err}"
     );
+    // A split for a variant that does not run.
+    let (code, _, err) = tiers(
+        &[
+            "redblack",
+            "--threads",
+            "3",
+            "--irr",
+            "3:1",
+            "--variant",
+            "mtp",
+        ],
+        &[],
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("not among the --variant given"), "{err}");
     let (code, _, err) = tiers(
         &["redblack", "--n", "4", "--iters", "18446744073709551615"],
         &[],

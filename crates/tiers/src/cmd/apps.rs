@@ -69,7 +69,7 @@ struct AluArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Accepted for uniformity; generation is serial.
-    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 1, value_parser = thread_count)]
     threads: usize,
 }
 
@@ -265,7 +265,7 @@ pub struct ModelArgs {
     #[arg(long)]
     json: bool,
     /// Accepted for uniformity; the model is serial.
-    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 1, value_parser = thread_count)]
     threads: usize,
 }
 
@@ -1135,6 +1135,16 @@ pub fn labels_path(out: &Path) -> PathBuf {
 }
 
 /// A count that must be at least 1 (clap names the flag in its error).
+/// A thread count the commands take: 1 to [`MAX_THREADS`](super::fft2d::MAX_THREADS).
+fn thread_count(s: &str) -> Result<usize, String> {
+    match at_least_one(s)? {
+        t if t > super::fft2d::MAX_THREADS => {
+            Err(format!("at most {} threads", super::fft2d::MAX_THREADS))
+        }
+        t => Ok(t),
+    }
+}
+
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),

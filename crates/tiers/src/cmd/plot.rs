@@ -45,6 +45,9 @@ pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
             extensions: &["svg", "png"],
         }],
     )?;
+    if let Some(d) = &a.date {
+        check_date(d)?;
+    }
     let mut table = read(&a.input, a.value.as_deref())?;
     if let Some(d) = &a.date {
         table.date = Some(d.clone());
@@ -78,6 +81,28 @@ fn read(path: &Path, value: Option<&str>) -> Result<Table, Box<dyn std::error::E
             .map(|d| format!("file of {}", plot::date_of(d.as_secs())));
     }
     Ok(t)
+}
+
+/// `--date`: a calendar date, YYYY-MM-DD (it goes under the figure as the run's date).
+fn check_date(d: &str) -> Result<(), String> {
+    let parts: Vec<&str> = d.split('-').collect();
+    let num = |s: &str, len: usize| {
+        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u32>().ok())
+            .flatten()
+    };
+    let ok = match parts[..] {
+        [y, m, day] => matches!(
+            (num(y, 4), num(m, 2), num(day, 2)),
+            (Some(_), Some(1..=12), Some(1..=31))
+        ),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("--date {d:?}: a date as YYYY-MM-DD"))
+    }
 }
 
 #[cfg(test)]

@@ -666,6 +666,9 @@ pub fn run(a: RedBlackArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         a.variant.clone()
     };
+    if a.irr.is_some() && !variants.contains(&Variant::Irr) {
+        return Err("tiers redblack: --irr sets the split of the irr variant, which is not among the --variant given".into());
+    }
     let out = tiers_cluster::spmd(|w| (w.rank(), w.fail_if_err(one_rank(w, &a, &irr, &variants))))?;
     for (r, o) in out {
         o.map_err(|e| format!("tiers redblack: rank {r}: {e}"))?;
