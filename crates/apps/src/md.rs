@@ -226,7 +226,8 @@ fn cluster(e: tiers_cluster::Error) -> Error {
 
 /// Collective: runs the simulation across the ranks of `w`, each rank's particles on the
 /// workers of `pool`; calls `on_step(step, energy)` at rank 0 after every step (and for the
-/// initial state, step 0) when `energies` is set.
+/// initial state, step 0), with the total energy when `energies` is set (it takes a
+/// reduction over the ranks) and `None` otherwise (for progress reports).
 ///
 /// # Errors
 ///
@@ -240,7 +241,7 @@ pub fn simulate(
     o: &Options,
     variant: Variant,
     energies: bool,
-    mut on_step: impl FnMut(usize, Energy),
+    mut on_step: impl FnMut(usize, Option<Energy>),
 ) -> Result<Outcome> {
     o.validate()?;
     let (me, size) = (w.rank(), w.size());
@@ -425,11 +426,13 @@ pub fn simulate(
     };
 
     forces(&x, &mut acc, &mut pe, &mut tm, phase)?;
-    if energies {
-        let e = energy(&v, &pe)?;
-        if me == 0 {
-            on_step(0, e);
-        }
+    let e = if energies {
+        Some(energy(&v, &pe)?)
+    } else {
+        None
+    };
+    if me == 0 {
+        on_step(0, e);
     }
     for step in 1..=o.steps {
         for k in 0..3 * m {
@@ -441,11 +444,13 @@ pub fn simulate(
         for k in 0..3 * m {
             v[k] += 0.5 * dt * acc[k];
         }
-        if energies {
-            let e = energy(&v, &pe)?;
-            if me == 0 {
-                on_step(step, e);
-            }
+        let e = if energies {
+            Some(energy(&v, &pe)?)
+        } else {
+            None
+        };
+        if me == 0 {
+            on_step(step, e);
         }
     }
     tm.total = t0.elapsed().as_secs_f64();
@@ -534,7 +539,7 @@ mod tests {
         let out = tiers_cluster::run_local(ranks, |w| {
             let pool = Pool::builder().threads(threads).build().unwrap();
             let mut es = Vec::new();
-            let r = simulate(w, &pool, o, variant, true, |_, e| es.push(e)).unwrap();
+            let r = simulate(w, &pool, o, variant, true, |_, e| es.extend(e)).unwrap();
             (r, es)
         })
         .unwrap();

@@ -36,6 +36,7 @@ fn one_rank(w: &World, ctx: &Ctx<'_>, n: usize) -> Result<Option<Report>, String
                     threads,
                     variant: v,
                     irr: Vec::new(),
+                    progress: false,
                 };
                 let (b, t) = solve(w, &p).map_err(e)?;
                 let (tm, _, _) = summarize(w, &b, &t).map_err(e)?;

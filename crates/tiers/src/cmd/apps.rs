@@ -1046,8 +1046,10 @@ pub fn run(cmd: AppCommand) -> Res {
                     ],
                 ))?;
                 let p = pool(threads).map_err(|e| e.to_string())?;
+                let beat = super::progress::Heartbeat::start("render", w.rank() == 0);
                 let img =
                     w.fail_if_err(render_ranks(w, &p, &spec, schedule).map_err(|e| e.to_string()))?;
+                drop(beat);
                 Ok::<_, String>(((w.size(), w.local_size()), img))
             })?;
             let mut assembled = None;

@@ -135,11 +135,13 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
         }
     };
     let mut d = Dist::new(w, n, a.threads)?;
+    let beat = super::progress::Heartbeat::start("fft2d", me == 0);
     let (zt, t) = match a.variant {
         VariantArg::Mpi => d.transform_with(&mut rows, &mut *mpi_alltoallv(w)?)?,
         v => d.transform(v.variant(), a.blocks, &mut rows)?,
     };
     drop(rows);
+    drop(beat);
     let mut tmax = [0.0; 4];
     w.allreduce(
         &[t.total, t.first, t.wait, t.second],

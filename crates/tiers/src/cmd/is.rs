@@ -41,8 +41,13 @@ pub fn run(a: IsArgs) -> Result<(), Box<dyn std::error::Error>> {
     // instead of waiting out their timeouts; a replica does not: its rank lives on in the
     // other replicas.
     let out = tiers_cluster::spmd(|w| match tiers_cluster::twosided::Placement::from_env(w) {
+        // Replicated: no progress lines, which only one replica would write (the launcher
+        // merges the replicas' output line by line, and expects the same lines from each).
         Ok(Some(p)) => (p.rank, is::run(w, class, opts)),
-        _ => (w.rank(), w.fail_if_err(is::run(w, class, opts))),
+        _ => {
+            let _beat = super::progress::Heartbeat::start("is", w.rank() == 0);
+            (w.rank(), w.fail_if_err(is::run(w, class, opts)))
+        }
     })?;
     let mut verified = true;
     for (r, o) in out {

@@ -135,13 +135,17 @@ fn one_rank(w: &World, a: &MdArgs, o: &Options) -> Res {
     )?;
     let pool = Pool::builder().threads(a.threads).build()?;
     let mut es: Vec<Energy> = Vec::new();
+    let mut progress = super::progress::Progress::new("md", w.rank() == 0);
     let r = md::simulate(
         w,
         &pool,
         o,
         a.variant.variant(),
         a.energy.is_some(),
-        |_, e| es.push(e),
+        |step, e| {
+            es.extend(e);
+            progress.at(step, a.steps, "steps");
+        },
     )?;
     let t = r.times;
     let mut tmax = [0.0; 3];

@@ -16,6 +16,7 @@ mod net_limit;
 pub(crate) mod outputs;
 pub mod pipeline;
 pub mod plot;
+mod progress;
 pub mod redblack;
 mod rows_file;
 pub mod run;

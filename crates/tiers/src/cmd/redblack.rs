@@ -179,6 +179,8 @@ pub struct Params {
     /// `irr`'s split of the block over its compute threads (`threads − 1` weights; another
     /// count means the default 2:1:…:1). The other variants split evenly.
     pub irr: Vec<usize>,
+    /// Report progress on standard error (rank 0's first thread; long runs only).
+    pub progress: bool,
 }
 
 /// The `hand` variant's exchange: each packed face goes out as one `write_notify` into the
@@ -480,7 +482,12 @@ pub fn solve(w: &World, p: &Params) -> tiers_cluster::Result<(Block, Times)> {
         let outer: Vec<Box3> = annulus.iter().map(|a| mine.intersect(a)).collect();
         let lead = t == 0;
         let t0 = Instant::now();
-        for _ in 0..p.iters {
+        let mut progress = super::progress::Progress::new(
+            format!("redblack {}", p.variant.name()),
+            p.progress && lead && w.rank() == 0,
+        );
+        for it in 0..p.iters {
+            progress.at(it, p.iters, "iterations");
             for c in [Color::Red, Color::Black] {
                 match mode {
                     Mode::Limit => {
@@ -729,6 +736,7 @@ fn one_rank(
             threads: a.threads,
             variant: v,
             irr: irr.to_vec(),
+            progress: true,
         };
         let (b, t) = solve(w, &p).map_err(e)?;
         let (tm, res, err) = summarize(w, &b, &t).map_err(e)?;
@@ -774,6 +782,7 @@ mod tests {
             threads,
             variant,
             irr,
+            progress: false,
         };
         let parts = tiers_cluster::run_local(ranks, |w| {
             let (b, _) = solve(w, &p).unwrap();
