@@ -330,6 +330,10 @@ static JOINED: Mutex<Option<(tiers_cluster::World, bool)>> = Mutex::new(None);
 
 static TERMINATOR: AtomicU64 = AtomicU64::new(0);
 
+/// `gaspi_proc_term` ran in this process: the library does not start again (its world has
+/// left the job, which the other ranks saw; a second world would be another job's rank).
+static ENDED: AtomicBool = AtomicBool::new(false);
+
 /// This thread's number (from 1), for [`TERMINATOR`].
 fn thread_number() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -404,6 +408,10 @@ fn heap_size(private: bool, ranks_here: usize) -> usize {
 pub fn init(timeout: gaspi_timeout_t) -> R<()> {
     if initialized() {
         return Err(GASPI_ERR_INITED);
+    }
+    if ENDED.load(Ordering::Acquire) {
+        eprintln!("gaspi_proc_init: this process ended its part in the job (gaspi_proc_term); it cannot join again");
+        return Err(GASPI_ERROR);
     }
     let cfg = config();
     let start = Instant::now();
@@ -769,6 +777,7 @@ pub fn term() -> R<()> {
         return Err(GASPI_ERR_NOINIT);
     }
     TERMINATOR.store(thread_number(), Ordering::Release);
+    ENDED.store(true, Ordering::Release);
     // SAFETY: from init's Box, alive until dropped below.
     let c = unsafe { &*p };
     c.stop.store(true, Ordering::SeqCst);

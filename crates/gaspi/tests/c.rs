@@ -12,7 +12,7 @@ use tiers_cluster::launch::Job;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 /// Tests of `tests/c/`.
-const TESTS: [&str; 17] = [
+const TESTS: [&str; 18] = [
     "segments",
     "spin",
     "notify",
@@ -30,6 +30,7 @@ const TESTS: [&str; 17] = [
     "group_dead",
     "init_retry",
     "stopped",
+    "print",
 ];
 /// No test of the suite takes more than a few seconds; a hang ends the job here.
 const LIMIT: Duration = Duration::from_secs(120);

@@ -118,6 +118,8 @@ main (void)
   gaspi_rank_t from;
   EXPECT (gaspi_passive_receive (0, 0, &from, 64, GASPI_BLOCK), GASPI_ERR_NOINIT);
   EXPECT (gaspi_proc_rank (&from), GASPI_ERR_NOINIT);
+  /* Ended, the process does not join again (alike on every rank). */
+  EXPECT (gaspi_proc_init (GASPI_TEST), GASPI_ERROR);
   usleep (50000);
   TRUE (!atomic_load (&late_returned));
   printf ("rank %d: term with a server blocked in its receive and a timed wait: ok\n", me);
