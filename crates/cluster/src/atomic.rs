@@ -51,7 +51,9 @@ impl World {
     /// # Errors
     ///
     /// As [`World::atomic_fetch_add`], and [`Error::Timeout`](crate::Error::Timeout) when
-    /// no answer came in time: the addition may still be applied at the target.
+    /// no answer came in time. The request has gone out: the same call from the same thread
+    /// resumes it (the addition is applied once, and that call gets the old value); another
+    /// call leaves it to be applied without its answer.
     pub fn atomic_fetch_add_timeout(
         &self,
         seg: SegId,

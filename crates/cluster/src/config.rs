@@ -284,11 +284,47 @@ pub fn threads() -> usize {
 }
 
 /// How long `init` waits for every rank: [`env::INIT_TIMEOUT_MS`], else [`INIT_TIMEOUT`].
-pub(crate) fn init_timeout() -> Duration {
-    env_usize(env::INIT_TIMEOUT_MS)
-        .ok()
-        .flatten()
-        .map_or(INIT_TIMEOUT, |ms| Duration::from_millis(ms as u64))
+///
+/// # Errors
+///
+/// [`Error::Setup`] for a value that is not a positive number of milliseconds.
+pub(crate) fn init_timeout() -> Result<Duration> {
+    Ok(env_millis(env::INIT_TIMEOUT_MS)?.unwrap_or(INIT_TIMEOUT))
+}
+
+/// The replicas' timeout: [`env::REPLICA_TIMEOUT_MS`], else [`REPLICA_TIMEOUT`].
+///
+/// # Errors
+///
+/// As [`init_timeout`].
+pub(crate) fn replica_timeout() -> Result<Duration> {
+    Ok(env_millis(env::REPLICA_TIMEOUT_MS)?.unwrap_or(REPLICA_TIMEOUT))
+}
+
+/// Variable `name` as a duration in milliseconds; `None` when unset.
+///
+/// # Errors
+///
+/// As [`parse_millis`].
+pub(crate) fn env_millis(name: &str) -> Result<Option<Duration>> {
+    parse_millis(name, std::env::var(name).ok().as_deref())
+}
+
+/// `value` of variable `name` as a duration: a positive whole number of milliseconds, spaces
+/// around it allowed, read the same wherever the variable is read (the launcher, the engines,
+/// the replicated layer); `None` for no value.
+///
+/// # Errors
+///
+/// [`Error::Setup`] naming the variable for anything else (`abc`, `-5`, `0`).
+pub fn parse_millis(name: &str, value: Option<&str>) -> Result<Option<Duration>> {
+    let Some(v) = value else { return Ok(None) };
+    match v.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
+        _ => Err(Error::Setup(format!(
+            "{name}={v:?}: a positive whole number of milliseconds"
+        ))),
+    }
 }
 
 /// The processors of the whole job: the launcher says ([`env::JOB_CPUS`]: its ranks may each

@@ -14,7 +14,8 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct Builder {
     queue_depth: usize,
-    init_timeout: Duration,
+    /// `None`: [`env::INIT_TIMEOUT_MS`](crate::env::INIT_TIMEOUT_MS)'s, read when joining.
+    init_timeout: Option<Duration>,
     /// `None`: `TIERS_PROGRESS` decides.
     progress: Option<Progress>,
     /// `None`: `TIERS_PROXY_MIN` decides.
@@ -33,7 +34,7 @@ impl Builder {
     pub fn new() -> Builder {
         Builder {
             queue_depth: DEFAULT_QUEUE_DEPTH,
-            init_timeout: config::init_timeout(),
+            init_timeout: None,
             progress: None,
             proxy_min: None,
         }
@@ -64,6 +65,9 @@ impl Builder {
     /// The policy and threshold asked for in code, else by `TIERS_PROGRESS` and
     /// `TIERS_PROXY_MIN`.
     fn resolve(mut self) -> Result<Builder> {
+        if self.init_timeout.is_none() {
+            self.init_timeout = Some(config::init_timeout()?);
+        }
         if self.progress.is_none() {
             self.progress = Some(config::progress()?);
         }
@@ -81,7 +85,7 @@ impl Builder {
 
     /// How long `build` waits for every rank to join.
     pub fn init_timeout(mut self, d: Duration) -> Builder {
-        self.init_timeout = d;
+        self.init_timeout = Some(d);
         self
     }
 
@@ -129,7 +133,7 @@ impl Builder {
 
     /// Wraps an engine of a job of processes and waits for every rank to join.
     fn join(self, e: Box<dyn Engine>) -> Result<World> {
-        let t = self.init_timeout;
+        let t = self.init_timeout.unwrap_or(config::INIT_TIMEOUT);
         let w = self.resolve()?.start(e)?;
         w.barrier(Timeout::After(t))?;
         Ok(w)

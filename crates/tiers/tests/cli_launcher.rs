@@ -260,3 +260,33 @@ fn two_launchers_for_one_host_end_every_host_at_once() {
     }
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
 }
+
+#[test]
+fn timeouts_of_the_environment_are_read_alike_and_checked_before_the_start() {
+    for (var, value) in [
+        ("TIERS_INIT_TIMEOUT_MS", "abc"),
+        ("TIERS_INIT_TIMEOUT_MS", "-5"),
+        ("TIERS_INIT_TIMEOUT_MS", "0"),
+        ("TIERS_REPLICA_TIMEOUT_MS", "1.5"),
+    ] {
+        let (code, out, err) = run(tiers()
+            .args(["run", "-n", "2", "--", "echo", "ran"])
+            .env(var, value));
+        assert_ne!(code, Some(0), "{var}={value}");
+        assert!(out.is_empty(), "{var}={value}: a rank ran");
+        assert!(
+            err.contains(&format!("{var}=\"{value}\": a positive whole number")),
+            "{err}"
+        );
+    }
+    // Spaces around a number are the number, for the launcher as for the ranks.
+    let (code, out, err) = run(tiers()
+        .args(["run", "-n", "1", "--replicas", "2", "--", "echo", "ran"])
+        .env("TIERS_REPLICA_TIMEOUT_MS", " 500 "));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "ran\n");
+    // Host options without the host list.
+    let (code, _, err) = run(tiers().args(["run", "--host", "1", "-n", "1", "--", "true"]));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("--hosts"), "{err}");
+}

@@ -270,7 +270,8 @@ pub trait Engine: Send + Sync {
         new: u64,
     ) -> Result<u64>;
     /// [`Engine::atomic_fetch_add`] whose wait for the answer ends at `timeout`
-    /// ([`Error::Timeout`]; the operation may still be applied at the target). The default
+    /// ([`Error::Timeout`]; the request has gone out, and the same call from the same thread
+    /// resumes it, so that the operation is applied once). The default
     /// waits as the untimed call does: right for engines whose atomics complete at once
     /// (memory) or inside a blocking library call (MPI).
     fn atomic_fetch_add_timeout(

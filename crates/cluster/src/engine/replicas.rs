@@ -22,13 +22,7 @@ pub(crate) fn from_env() -> usize {
 /// (`TIERS_REPLICA_TIMEOUT_MS`, default [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT);
 /// a malformed value is the replicated layer's to report).
 pub(crate) fn left_behind_after() -> std::time::Duration {
-    env_usize(env::REPLICA_TIMEOUT_MS)
-        .ok()
-        .flatten()
-        .filter(|&ms| ms > 0)
-        .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
-            std::time::Duration::from_millis(ms as u64)
-        })
+    crate::config::replica_timeout().unwrap_or(crate::config::REPLICA_TIMEOUT)
 }
 
 /// The other replicas of process `q`'s logical rank (processes `l·R .. l·R + R` but `q`).

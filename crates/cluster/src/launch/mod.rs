@@ -319,6 +319,9 @@ impl Job {
                 self.n
             ));
         }
+        // Read as every rank will read them: a value they would refuse is refused here.
+        self.job_millis(env::INIT_TIMEOUT_MS)?;
+        self.job_millis(env::REPLICA_TIMEOUT_MS)?;
         if self.replicas == 0 || self.replicas > MAX_REPLICAS {
             return invalid(format!(
                 "--replicas {}: 1 to {MAX_REPLICAS} replicas per rank",
@@ -795,12 +798,24 @@ impl Job {
         })
     }
 
-    /// The ranks' own init timeout (`TIERS_INIT_TIMEOUT_MS` when the job sets it): how long
+    /// The ranks' own init timeout (`TIERS_INIT_TIMEOUT_MS` as they will see it): how long
     /// the rendezvous waits for them.
     fn init_wait(&self) -> Duration {
-        self.job_env(env::INIT_TIMEOUT_MS)
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or_else(crate::config::init_timeout, Duration::from_millis)
+        self.job_millis(env::INIT_TIMEOUT_MS)
+            .ok()
+            .flatten()
+            .unwrap_or(crate::config::INIT_TIMEOUT)
+    }
+
+    /// Duration variable `key` as the ranks will read it: the job's setting, else the one
+    /// they inherit from the launcher.
+    fn job_millis(&self, key: &str) -> io::Result<Option<Duration>> {
+        let v = self
+            .job_env(key)
+            .map(str::to_string)
+            .or_else(|| std::env::var(key).ok());
+        crate::config::parse_millis(key, v.as_deref())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
     }
 
     /// The value the job sets for variable `key` (the last setting wins, as in the ranks'
@@ -813,14 +828,12 @@ impl Job {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The replicas' timeout (`TIERS_REPLICA_TIMEOUT_MS` when the job sets it).
+    /// The replicas' timeout (`TIERS_REPLICA_TIMEOUT_MS` as the ranks will see it).
     fn replica_timeout(&self) -> Duration {
-        self.job_env(env::REPLICA_TIMEOUT_MS)
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|&ms| ms > 0)
-            .map_or(crate::config::REPLICA_TIMEOUT, |ms| {
-                Duration::from_millis(u64::from(ms))
-            })
+        self.job_millis(env::REPLICA_TIMEOUT_MS)
+            .ok()
+            .flatten()
+            .unwrap_or(crate::config::REPLICA_TIMEOUT)
     }
 
     /// Processes in the whole job (every host's).

@@ -12,7 +12,7 @@
 //!   timestamp it expects (a request on the physical [`Comm`] underneath) and takes the first
 //!   answer from any replica of `src`. It asks first the replica that answered it last (the
 //!   fastest one, as far as it knows). A replica that has not answered within the timeout
-//!   (`TIERS_REPLICA_TIMEOUT_MS`, default [`REPLICA_TIMEOUT`]) is marked
+//!   (`TIERS_REPLICA_TIMEOUT_MS`, default [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT)) is marked
 //!   [`ReplicaState::Suspect`] and the next replica is asked too; one that the world reports
 //!   failed or exited (`PeerFailed`) is [`ReplicaState::Dead`] and never asked again. An answer
 //!   makes a suspect replica alive again. A replica asked for a message it has not sent yet
@@ -49,7 +49,7 @@
 
 use super::{Comm, ALLREDUCE, ALLTOALL, BARRIER, USER};
 use crate::collective::{as_bytes, as_bytes_mut, combine, DataType, Op, Pod, Reducible};
-use crate::config::{env, REPLICA_LOG_BYTES, REPLICA_LOG_MESSAGES, REPLICA_TIMEOUT};
+use crate::config::{env, REPLICA_LOG_BYTES, REPLICA_LOG_MESSAGES};
 use crate::error::{Error, Rank, Result};
 use crate::timeout::{Deadline, Timeout};
 use crate::world::World;
@@ -689,21 +689,7 @@ fn parse(m: &[u8]) -> Option<(u32, u32, u64, u32)> {
     Some((u32at(0)?, u32at(4)?, stamp, u32at(16)?))
 }
 
-/// The replica timeout: `TIERS_REPLICA_TIMEOUT_MS` or [`REPLICA_TIMEOUT`].
+/// The replica timeout: `TIERS_REPLICA_TIMEOUT_MS` or [`REPLICA_TIMEOUT`](crate::config::REPLICA_TIMEOUT).
 pub(super) fn timeout_from_env() -> Result<Duration> {
-    match std::env::var(env::REPLICA_TIMEOUT_MS) {
-        Err(_) => Ok(REPLICA_TIMEOUT),
-        Ok(v) => v
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|&ms| ms > 0)
-            .map(Duration::from_millis)
-            .ok_or_else(|| {
-                Error::Setup(format!(
-                    "{}={v:?}: a positive number of milliseconds",
-                    env::REPLICA_TIMEOUT_MS
-                ))
-            }),
-    }
+    crate::config::replica_timeout()
 }

@@ -22,10 +22,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub hosts: Option<String>,
     /// Which host of `--hosts` this launcher is (0 serves the rendezvous).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, requires = "hosts")]
     pub host: usize,
     /// The rendezvous port on the first host of `--hosts`.
-    #[arg(long, default_value_t = 7470)]
+    #[arg(long, default_value_t = 7470, requires = "hosts")]
     pub port: u16,
     /// Replicas per rank: `-n N --replicas R` starts N·R processes (shm or tcp engine),
     /// replica `TIERS_REPLICA` of logical rank `TIERS_RANK / R`; the job survives a replica's

@@ -113,6 +113,9 @@ struct State {
     gets: HashMap<u64, Get>,
     /// Atomics in flight: `Some(Ok(old))` once answered, `Some(Err(()))` when refused.
     atomics: HashMap<u64, Option<std::result::Result<u64, ()>>>,
+    /// Atomics that timed out waiting for their answer, by call: the request a repeat of the
+    /// call resumes.
+    atomic_resume: HashMap<AtomicCall, u64>,
     next_req: u64,
     mailbox: VecDeque<(Rank, Vec<u8>)>,
     /// Messages in the mailbox that this rank sent itself (bounded by `PASSIVE_SLOTS`).
@@ -228,7 +231,7 @@ pub fn attach(rank: Rank, size: usize) -> Result<TcpEngine> {
     let me = listener
         .local_addr()
         .map_err(|e| Error::io("the listening address", e))?;
-    let deadline = Instant::now() + config::init_timeout();
+    let deadline = Instant::now() + config::init_timeout()?;
     let addrs = rendezvous::join(&root, rank, me, deadline).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidData {
             Error::Setup(e.to_string())
@@ -323,7 +326,7 @@ impl TcpEngine {
             left: AtomicBool::new(false),
             left_behind: AtomicBool::new(false),
             left_behind_after: super::replicas::left_behind_after(),
-            spin: match config::env_usize(env::TCP_SPIN_US).ok().flatten() {
+            spin: match config::env_usize(env::TCP_SPIN_US)? {
                 Some(us) => Duration::from_micros(us as u64),
                 None if local_size <= config::job_cpus() => config::SPIN,
                 None => Duration::ZERO,
@@ -1016,17 +1019,38 @@ impl TcpEngine {
                 }
             });
         }
-        let id = {
-            let mut st = lock(&self.state);
-            st.next_req += 1;
-            let id = st.next_req;
-            st.atomics.insert(id, None);
-            id
+        // The same call from the same thread after a timeout resumes the request that went
+        // out then (its operation is applied once at the target), instead of sending another:
+        // a timed-out atomic is called again until it completes, as GASPI programs do.
+        let key = AtomicCall {
+            thread: std::thread::current().id(),
+            rank,
+            seg,
+            offset,
+            kind: kind as u32,
+            c,
+            d,
         };
-        let mut h = Header::new(kind);
-        (h.seg, h.a, h.b, h.c, h.d) = (seg, offset as u64, id, c, d);
-        let res = self.send(rank, &h, std::ptr::null(), 0).and_then(|_| {
-            // Past the deadline the answer, should it come, finds no request and is dropped.
+        let (id, resumed) = {
+            let mut st = lock(&self.state);
+            match st.atomic_resume.remove(&key) {
+                Some(id) => (id, true),
+                None => {
+                    st.next_req += 1;
+                    let id = st.next_req;
+                    st.atomics.insert(id, None);
+                    (id, false)
+                }
+            }
+        };
+        let sent = if resumed {
+            Ok(())
+        } else {
+            let mut h = Header::new(kind);
+            (h.seg, h.a, h.b, h.c, h.d) = (seg, offset as u64, id, c, d);
+            self.send(rank, &h, std::ptr::null(), 0).map(drop)
+        };
+        let res = sent.and_then(|()| {
             self.wait_until(deadline, |e| {
                 if let Some(Some(v)) = lock(&e.state).atomics.get(&id) {
                     return Ok(Some(*v));
@@ -1034,12 +1058,32 @@ impl TcpEngine {
                 e.peer_ok(rank).map(|()| None)
             })
         });
-        lock(&self.state).atomics.remove(&id);
+        {
+            let mut st = lock(&self.state);
+            if matches!(res, Err(Error::Timeout)) {
+                // Kept for the call that resumes it (another call's answer is dropped).
+                st.atomic_resume.insert(key, id);
+            } else {
+                st.atomics.remove(&id);
+            }
+        }
         match res? {
             Ok(v) => Ok(v),
             Err(()) => Err(Error::NoSuchSegment { seg, rank }),
         }
     }
+}
+
+/// An atomic call as a thread made it (what a repeat after a timeout must match to resume it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct AtomicCall {
+    thread: std::thread::ThreadId,
+    rank: Rank,
+    seg: u32,
+    offset: usize,
+    kind: u32,
+    c: u64,
+    d: u64,
 }
 
 /// `OutOfBounds` unless `offset + len <= size`.

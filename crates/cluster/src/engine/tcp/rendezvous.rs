@@ -113,7 +113,7 @@ pub fn serve(
             // Without replicas every rank must join: one that ended first never will.
             let why = format!("tcp rendezvous: rank {r} ended before it joined");
             tell_all(&mut joined, &why);
-            refuse_latecomers(&listener, stop, &why);
+            refuse_latecomers(&listener, stop, Some(deadline), &why);
             return Err(io::Error::new(io::ErrorKind::NotConnected, why));
         }
         if let Ok((mut s, hello)) = hear.try_recv() {
@@ -136,7 +136,7 @@ pub fn serve(
                 refuse(&mut other, &why);
                 // The job cannot start: every rank that joined, or comes later, is told.
                 tell_all(&mut joined, &why);
-                refuse_latecomers(&listener, stop, &why);
+                refuse_latecomers(&listener, stop, Some(deadline), &why);
                 return Err(invalid(why));
             }
             joined[rank] = Some((s, addr));
@@ -188,7 +188,12 @@ pub fn serve(
         let _ = s.write_all(&table);
     }
     if count < size {
-        refuse_latecomers(&listener, stop, "came after its job had started without it");
+        refuse_latecomers(
+            &listener,
+            stop,
+            None,
+            "came after its job had started without it",
+        );
     }
     Ok(())
 }
@@ -210,11 +215,19 @@ fn tell_all(joined: &mut [Option<(TcpStream, String)>], why: &str) {
 }
 
 /// After a replicated job's table went out without some processes, or once the job cannot
-/// start: tells each process that comes later `why` (after its rank), until `stop`, so that
-/// it ends at once instead of retrying until its deadline.
-fn refuse_latecomers(listener: &TcpListener, stop: &std::sync::atomic::AtomicBool, why: &str) {
+/// start: tells each process that comes later `why` (after its rank), until `stop` (or
+/// `until`, when every rank has given up joining anyway), so that it ends at once instead of
+/// retrying until its deadline.
+fn refuse_latecomers(
+    listener: &TcpListener,
+    stop: &std::sync::atomic::AtomicBool,
+    until: Option<Instant>,
+    why: &str,
+) {
     let mut idle = ACCEPT_NAPS;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed)
+        && until.is_none_or(|t| Instant::now() < t)
+    {
         match listener.accept() {
             Ok((mut s, _)) => {
                 idle = ACCEPT_NAPS;
@@ -371,7 +384,10 @@ mod tests {
 
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let root = l.local_addr().unwrap().to_string();
-        let server = std::thread::spawn(move || serve(l, 3, &Absent::NONE, deadline, &NO));
+        // The server goes on refusing latecomers after the clash, until the job ends.
+        let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let e2 = ended.clone();
+        let server = std::thread::spawn(move || serve(l, 3, &Absent::NONE, deadline, &e2));
         let twins: Vec<_> = (0..2)
             .map(|_| {
                 let root = root.clone();
@@ -382,6 +398,10 @@ mod tests {
             let e = t.join().unwrap().unwrap_err();
             assert!(e.to_string().contains("two processes"), "{e}");
         }
+        // A rank that comes after the clash is told too.
+        let late = join(&root, 0, "127.0.0.1:9".parse().unwrap(), deadline).unwrap_err();
+        assert!(late.to_string().contains("two processes"), "{late}");
+        ended.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(server.join().unwrap().is_err());
     }
 
