@@ -301,6 +301,10 @@ pub(crate) fn replica_timeout() -> Result<Duration> {
     Ok(env_millis(env::REPLICA_TIMEOUT_MS)?.unwrap_or(REPLICA_TIMEOUT))
 }
 
+/// The longest duration a variable may give (a year): deadlines are instants, and one
+/// `u64::MAX` milliseconds away cannot be represented.
+const MAX_MILLIS: u64 = 365 * 24 * 3600 * 1000;
+
 /// Variable `name` as a duration in milliseconds; `None` when unset.
 ///
 /// # Errors
@@ -320,9 +324,9 @@ pub(crate) fn env_millis(name: &str) -> Result<Option<Duration>> {
 pub fn parse_millis(name: &str, value: Option<&str>) -> Result<Option<Duration>> {
     let Some(v) = value else { return Ok(None) };
     match v.trim().parse::<u64>() {
-        Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
+        Ok(ms) if ms > 0 && ms <= MAX_MILLIS => Ok(Some(Duration::from_millis(ms))),
         _ => Err(Error::Setup(format!(
-            "{name}={v:?}: a positive whole number of milliseconds"
+            "{name}={v:?}: a positive whole number of milliseconds, at most {MAX_MILLIS} (a year)"
         ))),
     }
 }

@@ -44,6 +44,7 @@ pub mod decomp;
 pub mod endpoint;
 pub mod engine;
 mod error;
+mod fingerprint;
 mod health;
 pub mod launch;
 pub mod mover;
@@ -67,6 +68,7 @@ pub use config::{
 };
 pub use engine::{Engine, EngineInfo, Transfer, TransportStats};
 pub use error::{Error, IoError, Mismatch, Rank, Result};
+pub use fingerprint::Fingerprint;
 pub use health::Health;
 pub use output::{output_target, Commit, OutputTarget, RankFile};
 pub use progress::{Progress, ProgressStats};

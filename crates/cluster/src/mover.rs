@@ -370,7 +370,7 @@ fn agree(
     note_base: usize,
     failed: bool,
 ) -> Result<()> {
-    // FNV-1a over the arguments' words.
+    // A fingerprint of the arguments' words.
     let words = decomp.global().hi.into_iter().chain(decomp.procs()).chain([
         decomp.ghost(),
         elem,
@@ -378,12 +378,11 @@ fn agree(
         queue,
         note_base,
     ]);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut f = crate::Fingerprint::new();
     for w in words {
-        for b in (w as u64).to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        std::hash::Hasher::write(&mut f, &(w as u64).to_le_bytes());
     }
+    let h = std::hash::Hasher::finish(&f);
     let mut out = [0u64; 3];
     world.allreduce(
         &[h, !h, u64::from(failed)],

@@ -256,17 +256,12 @@ fn claim_name(path: &Path) -> Option<String> {
     }
     let rank = env_usize(env::RANK).ok().flatten()? / replicas;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    // FNV-1a of the absolute path and the logical rank: a name the shared-memory file system
-    // takes whatever the path's length or bytes.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in abs
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .chain(&rank.to_le_bytes())
-    {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-    }
+    // A fingerprint of the absolute path and the logical rank: a name the shared-memory file
+    // system takes whatever the path's length or bytes.
+    let mut f = crate::Fingerprint::new();
+    std::hash::Hasher::write(&mut f, abs.as_os_str().as_encoded_bytes());
+    std::hash::Hasher::write(&mut f, &rank.to_le_bytes());
+    let h = std::hash::Hasher::finish(&f);
     Some(format!("/tiers-{job}-out-{h:016x}"))
 }
 

@@ -465,9 +465,9 @@ pub fn signal_group(pid: u32, sig: i32) {
     }
 }
 
-/// Sends `sig` to the process group that process `pid` leads, and to nothing else (not to a
-/// process that took the number of a leader that has exited); whether any process got it
-/// (signal 0 only asks).
+/// Sends `sig` to process group `pid` (the one a rank led), and not to the process of that
+/// number as [`signal_group`] falls back to; whether any process got it (signal 0 only asks).
+/// The caller makes sure the group is still the rank's.
 pub fn signal_group_only(pid: u32, sig: i32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {
         return false;

@@ -455,6 +455,9 @@ api! {
         // GASPI's wait is local completion: on the mpi engine this leaves small writes to
         // other hosts in flight rather than waiting for each target's acknowledgement.
         let tq = c.tq(q);
+        if let Some(e) = c.queue_error[q].lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e);
+        }
         c.wait_world(timeout, |t| tq.wait_local(t))?;
         c.posted[q].store(0, Ordering::Relaxed);
         c.read_notifications_done(q)
@@ -544,6 +547,7 @@ api! {
         }
         let mut found = 0;
         c.poll(timeout, || {
+            c.look_at_left_reads();
             for i in begin..begin + num {
                 if c.word(s.notif + i as usize * 8).load(Ordering::Acquire) != 0 {
                     found = i;
@@ -559,6 +563,7 @@ api! {
         let c = ctx()?;
         let s = c.seg(seg)?;
         let id = notif_id(c, id)?;
+        c.look_at_left_reads();
         let v = c.word(s.notif + id * 8).swap(0, Ordering::AcqRel) as u32;
         if !old.is_null() {
             old.write(v);

@@ -274,6 +274,11 @@ pub struct Ctx {
     /// Per queue, the local notifications (heap offsets) of `gaspi_read_notify` calls that
     /// timed out waiting for their reads: the queue's next `gaspi_wait` sets them.
     pub read_notified: Vec<Mutex<Vec<usize>>>,
+    /// How many notifications `read_notified` holds in all.
+    pub reads_left: AtomicUsize,
+    /// Per queue, a failure that a look for left reads found (`look_at_left_reads`): the
+    /// queue's `gaspi_wait` returns it.
+    pub queue_error: Vec<Mutex<Option<i32>>>,
     /// Which queues exist (`gaspi_queue_create`/`delete`).
     pub queue_exists: Vec<AtomicBool>,
     /// The groups, by id.
@@ -321,13 +326,13 @@ pub fn ctx() -> R<&'static Ctx> {
     Ok(unsafe { &*p })
 }
 
-/// The thread that ran the last `gaspi_proc_term` (0: none has).
 /// The world of a `gaspi_proc_init` that timed out joining it or making its heap (a
 /// collective segment): the next call resumes with it. Dropped, it would leave the job, and
 /// the ranks that went on would see this one gone. With it, whether the join's barrier
 /// completed (the heap's creation is what remains).
 static JOINED: Mutex<Option<(tiers_cluster::World, bool)>> = Mutex::new(None);
 
+/// The thread that ran the last `gaspi_proc_term` (0: none has).
 static TERMINATOR: AtomicU64 = AtomicU64::new(0);
 
 /// `gaspi_proc_term` ran in this process: the library does not start again (its world has
@@ -437,7 +442,8 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         GASPI_TIMEOUT
     };
     if !joined {
-        match w.barrier(tmo(timeout)) {
+        // What `attach` left of the timeout (it may have waited in a rendezvous).
+        match w.barrier(tmo(time_left(timeout, start))) {
             Ok(()) => {}
             Err(Error::Timeout) => return Err(stash(w, false)),
             Err(e) => return Err(init_failed(e)),
@@ -487,6 +493,8 @@ pub fn init(timeout: gaspi_timeout_t) -> R<()> {
         lay,
         posted: (0..QUEUE_MAX).map(|_| AtomicUsize::new(0)).collect(),
         read_notified: (0..QUEUE_MAX).map(|_| Mutex::new(Vec::new())).collect(),
+        reads_left: AtomicUsize::new(0),
+        queue_error: (0..QUEUE_MAX).map(|_| Mutex::new(None)).collect(),
         queue_exists: (0..QUEUE_MAX as usize)
             .map(|q| AtomicBool::new(q < qn))
             .collect(),
@@ -909,8 +917,11 @@ impl Ctx {
 
     /// The local notification at heap offset `off` of a read on GASPI queue `q`: set at
     /// once on the memory engines (the read is complete when posted); elsewhere once the
-    /// read is, waited for within `timeout`. A read that is not complete in time leaves its
-    /// notification to the queue's next `gaspi_wait` (`GASPI_TIMEOUT`).
+    /// read is, waited for within `timeout`. A read that is not complete in time is posted
+    /// all the same (`GASPI_SUCCESS`, as GASPI's return means): its notification is set when
+    /// a later call sees the queue complete, the queue's `gaspi_wait` or a look at
+    /// notifications (`gaspi_notify_waitsome`, `gaspi_notify_reset`), which is how programs
+    /// wait for it.
     pub fn read_notification(&self, q: usize, off: usize, timeout: gaspi_timeout_t) -> R<()> {
         if !self.mem_engine {
             match self.tq(q).wait(tmo(timeout)) {
@@ -920,7 +931,8 @@ impl Ctx {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push(off);
-                    return Err(GASPI_TIMEOUT);
+                    self.reads_left.fetch_add(1, Ordering::Release);
+                    return Ok(());
                 }
                 Err(e) => return Err(err(e)),
             }
@@ -928,17 +940,48 @@ impl Ctx {
         self.set_notification(q % QUEUES, self.rank, off, 1)
     }
 
-    /// Sets the notifications that reads of queue `q` left to its wait (which completed).
+    /// Sets the notifications that reads of queue `q` left behind (the queue completed).
     pub fn read_notifications_done(&self, q: usize) -> R<()> {
         let offs = std::mem::take(
             &mut *self.read_notified[q]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()),
         );
+        self.reads_left.fetch_sub(offs.len(), Ordering::AcqRel);
         for off in offs {
             self.set_notification(q % QUEUES, self.rank, off, 1)?;
         }
         Ok(())
+    }
+
+    /// Completes, if they are, the queues of reads that left their notifications behind
+    /// (one look each), and sets those notifications. A failure of the queue is kept for its
+    /// `gaspi_wait` to return. Nothing to do costs one load.
+    pub fn look_at_left_reads(&self) {
+        if self.reads_left.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for q in 0..self.read_notified.len() {
+            let left = !self.read_notified[q]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty();
+            if !left {
+                continue;
+            }
+            match self.tq(q).wait(Timeout::Test) {
+                Ok(()) => {
+                    let _ = self.read_notifications_done(q);
+                }
+                Err(Error::Timeout) => {}
+                Err(e) => {
+                    *self.queue_error[q]
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(err(e));
+                    let _ = self.read_notifications_done(q);
+                }
+            }
+        }
     }
 
     /// Checks a transfer and turns it into heap offsets.

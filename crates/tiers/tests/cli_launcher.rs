@@ -290,3 +290,42 @@ fn timeouts_of_the_environment_are_read_alike_and_checked_before_the_start() {
     assert_ne!(code, Some(0));
     assert!(err.contains("--hosts"), "{err}");
 }
+
+#[test]
+fn a_stopped_replica_holds_no_input_back_from_the_others() {
+    // Replica 1 of rank 0 stops before it reads: its pipe fills after 64 KiB, and replica 0
+    // must still get all 1 MiB (the stopped one is then ended as redundant).
+    let mut c = tiers()
+        .args([
+            "run",
+            "-n",
+            "1",
+            "--replicas",
+            "2",
+            "--grace",
+            "0.5",
+            "--timeout",
+            "60s",
+        ])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "if [ $TIERS_REPLICA = 1 ]; then kill -STOP $$; fi; wc -c",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = c.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&vec![b'z'; 1 << 20]);
+    });
+    let mut out = String::new();
+    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let st = c.wait().unwrap();
+    writer.join().unwrap();
+    assert!(st.success(), "{st:?}");
+    assert_eq!(out.trim(), "1048576");
+}

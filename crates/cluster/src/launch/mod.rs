@@ -702,7 +702,13 @@ impl Job {
             }
             if let Some((server, stop)) = t.server {
                 stop.store(true, Ordering::Relaxed);
-                let _ = server.join();
+                // Why the job could not start, when it failed: a job whose ranks all ended
+                // well (programs that never join, `--help`) needs no word of it.
+                if let Ok(Some(e)) = server.join() {
+                    if self.report && ends.iter().any(|e| !e.is_some_and(End::ok)) {
+                        eprintln!("tiers run: {e}");
+                    }
+                }
             }
         }
         drop(jc);
@@ -762,7 +768,6 @@ impl Job {
         let root = listener.local_addr()?.to_string();
         let size = self.processes_total();
         let deadline = Instant::now() + self.init_wait();
-        let report = self.report;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let dead: Arc<[AtomicBool]> = (0..size).map(|_| AtomicBool::new(false)).collect();
@@ -781,13 +786,7 @@ impl Job {
                 dead: &dead2,
                 grace,
             };
-            if let Err(e) =
-                crate::engine::tcp::rendezvous::serve(listener, size, &absent, deadline, &stop2)
-            {
-                if report {
-                    eprintln!("tiers run: {e}");
-                }
-            }
+            crate::engine::tcp::rendezvous::serve(listener, size, &absent, deadline, &stop2).err()
         });
         Ok(Rendezvous {
             root,
@@ -990,7 +989,8 @@ struct Rendezvous {
     /// Where this host's ranks listen (`TIERS_TCP_BIND`).
     bind: String,
     /// The serving thread, on the first host, and its stop flag.
-    server: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
+    /// It ends with the job, with why the job could not start if it could not.
+    server: Option<(std::thread::JoinHandle<Option<io::Error>>, Arc<AtomicBool>)>,
     /// Per process of the job (its world rank): this launcher saw it end badly (the
     /// rendezvous of a replicated job need not wait for it).
     dead: Arc<[AtomicBool]>,
@@ -1011,21 +1011,25 @@ fn list_names(names: &[String], which: &[usize]) -> String {
 }
 
 /// Ends the process groups of ranks that have exited (every rank leads one) where processes
-/// remain: `SIGTERM`, then `SIGKILL` to those still there after [`LAUNCH_KILL_AFTER`].
+/// remain: `SIGTERM`, then `SIGKILL` to those still there after [`LAUNCH_KILL_AFTER`]. Every
+/// leader has been reaped, so a process with a leader's number is another process that took
+/// the number: then the group is not the rank's and is left alone (while the rank's group
+/// has members, Linux gives its number to no new process).
 fn end_leftovers(pids: &[u32]) {
-    let alive = |pid: u32| sys::signal_group_only(pid, 0);
+    let ours = |pid: u32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let alive = |pid: u32| ours(pid) && sys::signal_group_only(pid, 0);
     let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
     if left.is_empty() {
         return;
     }
-    for &p in &left {
+    for &p in left.iter().filter(|&&p| ours(p)) {
         sys::signal_group_only(p, libc::SIGTERM);
     }
     let t = Instant::now();
     while t.elapsed() < LAUNCH_KILL_AFTER && left.iter().any(|&p| alive(p)) {
         std::thread::sleep(LAUNCH_WATCH);
     }
-    for &p in &left {
+    for &p in left.iter().filter(|&&p| ours(p)) {
         sys::signal_group_only(p, libc::SIGKILL);
     }
 }

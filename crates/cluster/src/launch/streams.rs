@@ -90,13 +90,31 @@ fn write_out(err: bool, buf: &[u8], closed: &AtomicBool) -> bool {
 }
 
 /// Forwards the launcher's input to `to` (the replicas of rank 0 on this host: every one gets
-/// every byte, so that they compute alike), until the input ends or no reader is left. A
-/// reader that is gone (a dead replica) is dropped and the others go on. Not joined: the
-/// thread ends with the input, or with the launcher.
-pub(super) fn forward_input(mut to: Vec<ChildStdin>) {
+/// every byte, so that they compute alike), until the input ends or no reader is left. Each
+/// reader has a writer thread of its own behind a bounded queue, so that a reader that stops
+/// taking input (a stopped replica, its pipe full) holds up no other: one that falls more than
+/// [`INPUT_BEHIND`] pieces behind the others, or is gone (a dead replica), is dropped and the
+/// others go on (when all are that far behind, the input waits for them). Not joined: the
+/// threads end with the input, or with the launcher.
+pub(super) fn forward_input(to: Vec<ChildStdin>) {
     if to.is_empty() {
         return;
     }
+    let mut queues: Vec<std::sync::mpsc::SyncSender<std::sync::Arc<[u8]>>> = to
+        .into_iter()
+        .map(|mut w| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<std::sync::Arc<[u8]>>(INPUT_BEHIND);
+            std::thread::spawn(move || {
+                // Ends when its reader is gone or the input ends (every sender dropped).
+                while let Ok(piece) = rx.recv() {
+                    if w.write_all(&piece).is_err() {
+                        return;
+                    }
+                }
+            });
+            tx
+        })
+        .collect();
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let mut input = io::stdin().lock();
@@ -107,13 +125,40 @@ pub(super) fn forward_input(mut to: Vec<ChildStdin>) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
-            to.retain_mut(|w| w.write_all(&buf[..n]).is_ok());
-            if to.is_empty() {
+            let piece: std::sync::Arc<[u8]> = buf[..n].into();
+            let (mut full, mut gone) = (Vec::new(), Vec::new());
+            for (i, q) in queues.iter().enumerate() {
+                match q.try_send(piece.clone()) {
+                    Ok(()) => {}
+                    Err(std::sync::mpsc::TrySendError::Full(_)) => full.push(i),
+                    Err(std::sync::mpsc::TrySendError::Disconnected(_)) => gone.push(i),
+                }
+            }
+            if !full.is_empty() && full.len() + gone.len() == queues.len() {
+                // Nobody took it: every reader is slow (one rank reading at its own pace), so
+                // the input waits for them rather than leaving any behind.
+                for &i in &full {
+                    if queues[i].send(piece.clone()).is_err() {
+                        gone.push(i);
+                    }
+                }
+            } else {
+                gone.extend(full);
+            }
+            gone.sort_unstable();
+            for i in gone.into_iter().rev() {
+                queues.swap_remove(i);
+            }
+            if queues.is_empty() {
                 return;
             }
         }
     });
 }
+
+/// Pieces of input (64 KiB at most each) a reader may fall behind the others before it is
+/// dropped: 64 MiB.
+const INPUT_BEHIND: usize = 1024;
 
 /// Whether the launcher may read its input: not when the input is a terminal that another
 /// process group holds (the launcher runs in the background of an interactive shell), where

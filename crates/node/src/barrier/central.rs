@@ -60,7 +60,11 @@ impl Barrier for CentralBarrier {
             // Nobody can arrive for the next episode before the release below, so the reset
             // cannot race with an arrival.
             self.count.store(0, Ordering::Relaxed);
-            self.release.set(e, self.policy);
+            // A broken barrier's release is far ahead of every episode (`break_open`): left
+            // there, or a later episode's waiters would wait for ever.
+            if !reached(self.release.get(), e) {
+                self.release.set(e, self.policy);
+            }
             true
         } else {
             self.release.wait_until(self.policy, |v| reached(v, e));

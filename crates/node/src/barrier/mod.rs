@@ -244,6 +244,48 @@ mod tests {
         }
     }
 
+    /// One party of three never comes and the barrier is broken open: the other two get
+    /// through any number of episodes, for every kind (the central counter's last arriver
+    /// must not pull the release back), and after mending the barrier synchronises again.
+    #[test]
+    fn a_broken_barrier_lets_the_others_through_every_episode() {
+        for kind in BarrierKind::ALL {
+            let b: Arc<dyn Breakable> = Arc::from(kind.build_breakable(3, None));
+            b.break_open(2);
+            let hs: Vec<_> = (0..2)
+                .map(|me| {
+                    let b = b.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..10 {
+                            b.wait(me);
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            b.mend();
+            let b: Arc<dyn Barrier> = Arc::new(Mended(b));
+            check(b, 50);
+        }
+    }
+
+    /// A breakable barrier seen as a plain one (for `check`).
+    struct Mended(Arc<dyn Breakable>);
+
+    impl Barrier for Mended {
+        fn parties(&self) -> usize {
+            self.0.parties()
+        }
+        fn wait(&self, me: usize) -> bool {
+            self.0.wait(me)
+        }
+        fn name(&self) -> &'static str {
+            self.0.name()
+        }
+    }
+
     #[test]
     #[should_panic(expected = "made for 2 threads was entered with thread index 2")]
     fn too_many_threads_panics_with_a_message() {

@@ -273,7 +273,8 @@ impl Worker<'_> {
     pub fn barrier(&self) -> bool {
         let lead = self.inner.barrier.wait(self.index);
         if self.inner.abandoned.load(Ordering::Acquire) {
-            std::panic::panic_any(ABANDONED);
+            // Not through the panic hook: the panic that matters was reported already.
+            resume_unwind(Box::new(ABANDONED));
         }
         lead
     }

@@ -128,7 +128,7 @@ fn matrix_fits(n: usize) -> Result<(), String> {
     fits(
         &format!("a distance matrix of {n} points"),
         n.checked_mul(n),
-        8,
+        4,
     )?;
     fits(
         &format!("{n} points in 10 dimensions"),

@@ -9,10 +9,10 @@
 use std::hash::{Hash, Hasher};
 use tiers_cluster::{Op, Timeout, World};
 
-/// An option's value as a word the ranks compare: the same on every rank for the same value
-/// (the hasher has fixed keys, and the ranks run one binary).
+/// An option's value as a word the ranks compare: the same on every rank for the same value,
+/// whichever build of `tiers` each runs ([`tiers_cluster::Fingerprint`]).
 pub(crate) fn word(v: impl Hash) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = tiers_cluster::Fingerprint::new();
     v.hash(&mut h);
     h.finish()
 }

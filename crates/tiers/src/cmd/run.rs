@@ -173,8 +173,19 @@ pub fn run(a: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
                 "job failed (rank {rank}: all {} of its replicas died)",
                 out.replicas
             );
-            // As for a rank without replicas: the status of the process that failed first.
-            return Err(match out.first_failure.and_then(|f| out.ends.get(f)) {
+            // As for a rank without replicas: the status of the lost rank's replica that
+            // failed first (of its replicas on this host; spread over hosts, this host's first
+            // failure).
+            let group = (out.replicas > 1).then(|| rank * out.replicas..(rank + 1) * out.replicas);
+            let failed = |i: &usize| out.ends.get(*i).is_some_and(|e| !e.ok());
+            let pick = match &group {
+                Some(g) => out
+                    .first_failure
+                    .filter(|f| g.contains(f))
+                    .or_else(|| g.clone().find(failed)),
+                None => out.first_failure,
+            };
+            return Err(match pick.and_then(|f| out.ends.get(f)) {
                 Some(&end) => Exit::new(exit_code(end), msg).into(),
                 None => msg.into(),
             });

@@ -97,7 +97,7 @@ pub fn serve(
     let mut reported = vec![false; size];
     // Each connection says who it is on a thread of its own, so that one that says nothing
     // (a port scan, a health check) holds up no other.
-    let (said, hear) = std::sync::mpsc::channel::<(TcpStream, io::Result<(u64, String)>)>();
+    let (said, hear): (std::sync::mpsc::Sender<Hello>, Hellos) = std::sync::mpsc::channel();
     while count < size {
         if reps > 1 {
             let all_ranks = joined.chunks(reps).all(|g| g.iter().any(Option::is_some));
@@ -113,7 +113,7 @@ pub fn serve(
             // Without replicas every rank must join: one that ended first never will.
             let why = format!("tcp rendezvous: rank {r} ended before it joined");
             tell_all(&mut joined, &why);
-            refuse_latecomers(&listener, stop, Some(deadline), &why);
+            refuse_latecomers(&listener, &hear, stop, Some(deadline), &why);
             return Err(io::Error::new(io::ErrorKind::NotConnected, why));
         }
         if let Ok((mut s, hello)) = hear.try_recv() {
@@ -136,7 +136,7 @@ pub fn serve(
                 refuse(&mut other, &why);
                 // The job cannot start: every rank that joined, or comes later, is told.
                 tell_all(&mut joined, &why);
-                refuse_latecomers(&listener, stop, Some(deadline), &why);
+                refuse_latecomers(&listener, &hear, stop, Some(deadline), &why);
                 return Err(invalid(why));
             }
             joined[rank] = Some((s, addr));
@@ -190,6 +190,7 @@ pub fn serve(
     if count < size {
         refuse_latecomers(
             &listener,
+            &hear,
             stop,
             None,
             "came after its job had started without it",
@@ -204,6 +205,11 @@ fn refuse(s: &mut TcpStream, why: &str) {
     put_str(&mut out, why);
     let _ = s.write_all(&out);
 }
+
+/// A connection and what it said it is (rank, address), from the thread that heard it.
+type Hello = (TcpStream, io::Result<(u64, String)>);
+/// Where the rendezvous hears them.
+type Hellos = std::sync::mpsc::Receiver<Hello>;
 
 /// Tells every rank that joined that the job will not start, and why.
 fn tell_all(joined: &mut [Option<(TcpStream, String)>], why: &str) {
@@ -220,6 +226,7 @@ fn tell_all(joined: &mut [Option<(TcpStream, String)>], why: &str) {
 /// retrying until its deadline.
 fn refuse_latecomers(
     listener: &TcpListener,
+    hear: &Hellos,
     stop: &std::sync::atomic::AtomicBool,
     until: Option<Instant>,
     why: &str,
@@ -228,6 +235,12 @@ fn refuse_latecomers(
     while !stop.load(std::sync::atomic::Ordering::Relaxed)
         && until.is_none_or(|t| Instant::now() < t)
     {
+        // Those that connected before and were still saying who they are.
+        while let Ok((mut s, hello)) = hear.try_recv() {
+            if let Ok((rank, _)) = hello {
+                refuse(&mut s, &format!("rank {rank}: {why}"));
+            }
+        }
         match listener.accept() {
             Ok((mut s, _)) => {
                 idle = ACCEPT_NAPS;
