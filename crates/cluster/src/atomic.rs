@@ -20,8 +20,7 @@ impl World {
         rank: Rank,
         value: u64,
     ) -> Result<u64> {
-        self.check_rank(rank)?;
-        self.engine.atomic_fetch_add(rank, seg.0, offset, value)
+        self.atomic_fetch_add_timeout(seg, offset, rank, value, Timeout::Block)
     }
 
     /// Atomically sets the word at `seg[offset]` of `rank` to `new` if it equals `expected`;
@@ -38,9 +37,7 @@ impl World {
         expected: u64,
         new: u64,
     ) -> Result<u64> {
-        self.check_rank(rank)?;
-        self.engine
-            .atomic_compare_swap(rank, seg.0, offset, expected, new)
+        self.atomic_compare_swap_timeout(seg, offset, rank, expected, new, Timeout::Block)
     }
 
     /// [`World::atomic_fetch_add`] that waits for the answer until `timeout` at most. On the

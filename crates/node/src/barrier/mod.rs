@@ -117,14 +117,8 @@ impl BarrierKind {
     /// When `parties` is 0, or above 2^16 for the dissemination kinds (active, passive,
     /// adaptive).
     pub fn build(self, parties: usize, cpus: Option<&[usize]>) -> Box<dyn Barrier> {
-        match self {
-            BarrierKind::Active => Box::new(ActiveBarrier::new(parties)),
-            BarrierKind::Passive => Box::new(PassiveBarrier::new(parties)),
-            BarrierKind::Relaxed => Box::new(RelaxedBarrier::new(parties)),
-            BarrierKind::Central => Box::new(CentralBarrier::new(parties, WaitPolicy::Pause)),
-            BarrierKind::Hier => Box::new(HierBarrier::for_cpus(parties, cpus, WaitPolicy::Pause)),
-            BarrierKind::Adaptive => Box::new(AdaptiveBarrier::new(parties)),
-        }
+        // The same barrier, its vtable the supertrait's (no wrapper on the wait path).
+        self.build_breakable(parties, cpus)
     }
 
     /// As [`BarrierKind::build`], as a [`Breakable`] barrier.
