@@ -5,6 +5,7 @@
 #include "check.h"
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,10 +52,12 @@ main (void)
   CHECK (gaspi_segment_create (0, 1 << 20, GASPI_GROUP_ALL, GASPI_BLOCK, GASPI_MEM_INITIALIZED));
   long *p;
   CHECK (gaspi_segment_ptr (0, (gaspi_pointer_t *) &p));
-  /* Alone there is no peer to stop; under mpirun the atomics and reads to another host wait
-   * inside MPI, whose progress a stopped peer holds (documented: the mpi engine does not
-   * bound them). */
-  if (n < 2 || getenv ("OMPI_COMM_WORLD_SIZE") != NULL || getenv ("PMI_SIZE") != NULL) {
+  /* Alone there is no peer to stop. Under mpirun with MPI windows
+   * (TIERS_MPI_ONESIDED=window) the atomics and reads to another host wait inside MPI,
+   * whose progress a stopped peer holds (documented: that mode does not bound them). */
+  const char *onesided = getenv ("TIERS_MPI_ONESIDED");
+  int mpi = getenv ("OMPI_COMM_WORLD_SIZE") != NULL || getenv ("PMI_SIZE") != NULL;
+  if (n < 2 || (mpi && onesided != NULL && strcmp (onesided, "window") == 0)) {
     CHECK (gaspi_proc_term (GASPI_BLOCK));
     return 0;
   }

@@ -214,6 +214,27 @@ struct Abandoned {
     _msg: Vec<u8>,
 }
 
+/// An atomic call as a thread made it: what a repeat after a timeout must match to resume it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct AtomicCall {
+    thread: std::thread::ThreadId,
+    rank: Rank,
+    seg: u32,
+    off: u64,
+    kind: u32,
+    a: u64,
+    b: u64,
+}
+
+/// An atomic request whose wait timed out: what is left of it, and the buffers its requests
+/// write and read.
+struct Pending {
+    recv: Option<Req>,
+    send: Option<Req>,
+    answer: Box<u64>,
+    _msg: Vec<u8>,
+}
+
 enum Answer {
     Word(#[allow(dead_code)] Box<u64>),
     Mem(#[allow(dead_code)] KeepAlive),
@@ -230,6 +251,8 @@ pub(super) struct Am {
     pub(super) bell: Option<Doorbell>,
     /// The stand-by steps aside while a thread waits in calls of its own.
     pub(super) aside: Aside,
+    /// Atomics whose wait timed out, until the same call resumes them.
+    pending: Mutex<HashMap<AtomicCall, Pending>>,
 }
 
 impl Am {
@@ -243,6 +266,7 @@ impl Am {
             rx: Mutex::new(Rx::default()),
             bell: Doorbell::open(comm, bell_off)?,
             aside: Aside::default(),
+            pending: Mutex::new(HashMap::new()),
         })
     }
 
@@ -382,46 +406,96 @@ impl MpiEngine {
         Ok(p)
     }
 
-    /// Sends request `h` to `rank` and waits for its 8-byte answer.
+    /// Sends request `h` to `rank` and waits for its 8-byte answer until `deadline`. A request
+    /// whose wait timed out stays posted, kept for the same call from the same thread: that
+    /// call resumes it instead of sending another, so the operation is applied once (GASPI
+    /// programs call a timed-out atomic again until it completes). Its receive stays posted
+    /// meanwhile, so that its answer, first on the target's reply stream, lands in it.
     fn am_request(&self, rank: Rank, h: Hdr, deadline: Deadline) -> Result<u64> {
         let am = self.am();
-        let msg = h.message(&[]);
-        let mut answer = Box::new(0u64);
-        let (mut recv, mut send) = {
-            let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: `answer` (boxed: it does not move) and `msg` outlive both requests:
-            // this function waits for both below (with no deadline: it cannot return first,
-            // but with an MPI error, which ends the job).
-            let recv = unsafe {
-                raw::irecv(
-                    &mut *answer as *mut u64 as *mut u8,
-                    8,
-                    rank,
-                    Some(TAG_REPLY),
-                    am.comm,
-                )?
-            };
-            // SAFETY: as above.
-            let send = unsafe { am.send_op(&msg, rank)? };
-            (recv, send)
+        let key = AtomicCall {
+            thread: std::thread::current().id(),
+            rank,
+            seg: h.seg,
+            off: h.off,
+            kind: h.kind as u32,
+            a: h.a,
+            b: h.b,
         };
-        let (mut got, mut sent) = (false, false);
-        self.am_until(deadline, || {
-            got = got || recv.test()?;
-            sent = sent || send.test()?;
-            Ok(got && sent)
-        })?;
-        Ok(*answer)
+        let resumed = am
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        let mut p = match resumed {
+            Some(p) => p,
+            None => {
+                let msg = h.message(&[]);
+                let mut answer = Box::new(0u64);
+                let _tx = am.tx.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: `answer` (boxed: it does not move) and `msg` live in the `Pending`
+                // beside the requests, which is dropped only once both completed or kept in
+                // `Am::pending` (never freed before the engine).
+                let recv = unsafe {
+                    raw::irecv(
+                        &mut *answer as *mut u64 as *mut u8,
+                        8,
+                        rank,
+                        Some(TAG_REPLY),
+                        am.comm,
+                    )?
+                };
+                // SAFETY: as above.
+                let send = unsafe { am.send_op(&msg, rank)? };
+                Pending {
+                    recv: Some(recv),
+                    send: Some(send),
+                    answer,
+                    _msg: msg,
+                }
+            }
+        };
+        let r = self.am_until(deadline, || {
+            for r in [&mut p.recv, &mut p.send] {
+                if let Some(q) = r {
+                    if q.test()? {
+                        *r = None;
+                    }
+                }
+            }
+            Ok(p.recv.is_none() && p.send.is_none())
+        });
+        match r {
+            Ok(()) => Ok(*p.answer),
+            Err(e) => {
+                if matches!(e, Error::Timeout) {
+                    am.pending
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, p);
+                }
+                Err(e)
+            }
+        }
     }
 
-    /// Atomic fetch-and-add on the word at data offset `off` (checked) of `rank`'s `seg`.
-    pub(super) fn am_fetch_add(&self, rank: Rank, seg: u32, off: usize, v: u64) -> Result<u64> {
+    /// Atomic fetch-and-add on the word at data offset `off` (checked) of `rank`'s `seg`,
+    /// waiting for its answer until `deadline` (see [`MpiEngine::am_request`]).
+    pub(super) fn am_fetch_add(
+        &self,
+        rank: Rank,
+        seg: u32,
+        off: usize,
+        v: u64,
+        deadline: Deadline,
+    ) -> Result<u64> {
         let mut h = Hdr::new(Kind::FetchAdd, seg, off, 8);
         h.a = v;
-        self.am_request(rank, h, Deadline::Never)
+        self.am_request(rank, h, deadline)
     }
 
-    /// Atomic compare-and-swap on the word at data offset `off` (checked) of `rank`'s `seg`.
+    /// Atomic compare-and-swap on the word at data offset `off` (checked) of `rank`'s `seg`,
+    /// as [`MpiEngine::am_fetch_add`].
     pub(super) fn am_compare_swap(
         &self,
         rank: Rank,
@@ -429,11 +503,12 @@ impl MpiEngine {
         off: usize,
         expected: u64,
         new: u64,
+        deadline: Deadline,
     ) -> Result<u64> {
         let mut h = Hdr::new(Kind::Cas, seg, off, 8);
         h.a = expected;
         h.b = new;
-        self.am_request(rank, h, Deadline::Never)
+        self.am_request(rank, h, deadline)
     }
 
     /// Remote completion: returns once every target of `ranks` has applied what this rank
@@ -534,6 +609,8 @@ impl MpiEngine {
                 None => self.am_apply(&mut rx, src, &msg)?,
             }
         }
+        drop(rx);
+        found |= self.passive_take()?;
         Ok(found)
     }
 

@@ -42,6 +42,8 @@ mod completion;
 mod doorbell;
 mod exit;
 mod notify;
+mod passive;
+use passive::Passive;
 mod raw;
 mod segments;
 
@@ -221,15 +223,6 @@ enum Slot {
         sizes: Vec<u64>,
     },
     Ready(Arc<MpiSeg>),
-}
-
-/// Passive messages between hosts.
-#[derive(Default)]
-struct Passive {
-    /// A matched message the last receive had no room for (it stays first in line).
-    stash: Option<(Rank, Vec<u8>)>,
-    /// Sends not yet completed when their timeout ran out (buffers live here until done).
-    sends: Vec<(Req, Vec<u8>)>,
 }
 
 /// The `mpi` engine. See the module documentation.
@@ -524,6 +517,7 @@ impl MpiEngine {
             let _ = self.am_poll();
         } else {
             raw::progress(self.comm);
+            let _ = self.passive_take();
         }
     }
 
@@ -936,6 +930,30 @@ impl Engine for MpiEngine {
     }
 
     fn atomic_fetch_add(&self, rank: Rank, seg: u32, offset: usize, value: u64) -> Result<u64> {
+        self.atomic_fetch_add_timeout(rank, seg, offset, value, Timeout::Block)
+    }
+
+    fn atomic_compare_swap(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        self.atomic_compare_swap_timeout(rank, seg, offset, expected, new, Timeout::Block)
+    }
+
+    /// The timeout bounds the wait for another host's answer in the messages mode (a call
+    /// repeated after a timeout resumes its request); with windows, MPI's own calls wait.
+    fn atomic_fetch_add_timeout(
+        &self,
+        rank: Rank,
+        seg: u32,
+        offset: usize,
+        value: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
         // With other hosts in the job, atomics on another rank of this host go through MPI too:
         // MPI may apply another host's atomic at the target with its own read-modify-write
         // (emulated one-sided, e.g. over TCP), atomic only with respect to MPI's other atomics,
@@ -959,7 +977,7 @@ impl Engine for MpiEngine {
         }
         if self.am.is_some() {
             self.atomic_seg(seg, rank, offset)?;
-            return self.am_fetch_add(rank, seg, offset, value);
+            return self.am_fetch_add(rank, seg, offset, value, timeout.deadline());
         }
         self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
@@ -967,13 +985,14 @@ impl Engine for MpiEngine {
             .fetch_add(rank, s.disp(rank, SEG_HEADER + offset), value)
     }
 
-    fn atomic_compare_swap(
+    fn atomic_compare_swap_timeout(
         &self,
         rank: Rank,
         seg: u32,
         offset: usize,
         expected: u64,
         new: u64,
+        timeout: Timeout,
     ) -> Result<u64> {
         // Through MPI whenever there are other hosts, except on this rank's own words (see
         // `atomic_fetch_add`).
@@ -988,7 +1007,7 @@ impl Engine for MpiEngine {
         }
         if self.am.is_some() {
             self.atomic_seg(seg, rank, offset)?;
-            return self.am_compare_swap(rank, seg, offset, expected, new);
+            return self.am_compare_swap(rank, seg, offset, expected, new, timeout.deadline());
         }
         self.flush_deferred(None)?;
         let s = self.atomic_seg(seg, rank, offset)?;
@@ -1053,81 +1072,11 @@ impl Engine for MpiEngine {
     }
 
     fn passive_send(&self, rank: Rank, data: &[u8], timeout: Timeout) -> Result<()> {
-        if let Some(i) = self.local(rank) {
-            return self
-                .host
-                .passive_send(i, data, timeout)
-                .map_err(|e| self.lift(e));
-        }
-        if data.len() > PASSIVE_MAX {
-            return Err(Error::MessageTooLarge {
-                len: data.len(),
-                max: PASSIVE_MAX,
-            });
-        }
-        self.flush_deferred(None)?;
-        let buf = data.to_vec();
-        // SAFETY: buf stays alive until the request completes: here, or in the pending list.
-        let mut req = unsafe { raw::isend(&buf, rank, TAG_PASSIVE, self.comm, false)? };
-        let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
-        p.sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
-        match self.am_until(timeout.deadline(), || req.test()) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // The message is on its way; it will be delivered (keep its buffer).
-                p.sends.push((req, buf));
-                Err(e)
-            }
-        }
+        self.passive_send_to(rank, data, timeout)
     }
 
     fn passive_receive(&self, buf: &mut [u8], timeout: Timeout) -> Result<(Rank, usize)> {
-        if self.hosts == 1 {
-            return self
-                .host
-                .passive_receive(buf, timeout)
-                .map(|(r, n)| (self.members[r], n))
-                .map_err(|e| self.lift(e));
-        }
-        let deadline = timeout.deadline();
-        let bell = &self.host_ctl.rank(self.host.local_rank()).mailbox.bell;
-        let mut pace = self.pace();
-        loop {
-            let seen = bell.v.load(Ordering::SeqCst);
-            self.am_poll()?;
-            {
-                let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
-                if p.stash.is_none() && self.hosts > 1 {
-                    if let Some(m) = raw::improbe(None, TAG_PASSIVE, self.comm)? {
-                        let src = m.source;
-                        p.stash = Some((src, m.recv(self.pace())?));
-                    }
-                }
-                if let Some((_, msg)) = &p.stash {
-                    if msg.len() > buf.len() {
-                        return Err(Error::BufferTooSmall {
-                            need: msg.len(),
-                            have: buf.len(),
-                        });
-                    }
-                    let (src, msg) = p.stash.take().expect("checked");
-                    buf[..msg.len()].copy_from_slice(&msg);
-                    return Ok((src, msg.len()));
-                }
-            }
-            match self.host.passive_receive(buf, Timeout::Test) {
-                Ok((r, n)) => return Ok((self.members[r], n)),
-                Err(Error::Timeout) => {}
-                Err(e) => return Err(self.lift(e)),
-            }
-            if deadline.expired() {
-                return Err(Error::Timeout);
-            }
-            if !pace.busy() {
-                let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
-                self.nap(bell, seen, nap);
-            }
-        }
+        self.passive_receive_any(buf, timeout)
     }
 
     fn passive_max(&self) -> usize {
