@@ -139,10 +139,17 @@ impl Collective {
         }
     }
 
-    /// A 32-bit digest of [`Collective::word`] (Fibonacci hashing), for sums of arrivals.
+    /// A 32-bit digest of [`Collective::word`], for sums of arrivals: the last arriver
+    /// checks that the digests sum to `size` times its own. The mix is not linear (splitmix64's
+    /// finaliser), so that different calls agree only by chance (about 2^-32): with a linear
+    /// one (a multiply alone), three ranks whose words were a, b and (a + b) / 2, such as
+    /// allreduces of 8, 12 and 10 elements, summed to three times the third's and passed.
     #[inline]
     pub(crate) fn digest(word: u64) -> u64 {
-        word.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+        let mut z = word.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) >> 32
     }
 }
 

@@ -74,7 +74,13 @@ impl Box3 {
 
     /// The box shrunk by `w` on each side of the axes in `axes` (never below empty).
     pub fn shrink(&self, w: usize, axes: [bool; 3]) -> Box3 {
-        let lo = [0, 1, 2].map(|a| if axes[a] { self.lo[a] + w } else { self.lo[a] });
+        let lo = [0, 1, 2].map(|a| {
+            if axes[a] {
+                self.lo[a].saturating_add(w)
+            } else {
+                self.lo[a]
+            }
+        });
         let hi = [0, 1, 2].map(|a| {
             if axes[a] {
                 self.hi[a].saturating_sub(w).max(lo[a])
@@ -328,9 +334,26 @@ impl Decomp {
         [rank / (p[1] * p[2]), (rank / p[2]) % p[1], rank % p[2]]
     }
 
-    /// The rank at grid coordinates `c`.
-    pub fn rank_of(&self, c: [usize; 3]) -> Rank {
-        (c[0] * self.procs[1] + c[1]) * self.procs[2] + c[2]
+    /// The rank at grid coordinates `c`; `None` outside the grid of ranks.
+    pub fn rank_of(&self, c: [usize; 3]) -> Option<Rank> {
+        let p = self.procs;
+        (0..3)
+            .all(|a| c[a] < p[a])
+            .then(|| (c[0] * p[1] + c[1]) * p[2] + c[2])
+    }
+
+    /// [`Error::NoSuchRank`](crate::Error::NoSuchRank) unless `rank` is one of the
+    /// decomposition's: for callers that take a rank from their input, since the methods that
+    /// take a rank panic on one beyond [`Decomp::ranks`] (see [`Decomp::coords`]).
+    pub fn check_rank(&self, rank: Rank) -> crate::Result<()> {
+        if rank < self.ranks() {
+            Ok(())
+        } else {
+            Err(crate::Error::NoSuchRank {
+                rank,
+                size: self.ranks(),
+            })
+        }
     }
 
     /// The points `rank` owns.
@@ -355,7 +378,7 @@ impl Decomp {
                 return None;
             }
         }
-        Some(self.rank_of(c))
+        self.rank_of(c)
     }
 
     /// The extent of `rank`'s block with its ghost regions (grown by the ghost width on every
@@ -415,7 +438,7 @@ impl Decomp {
         let mut hi = b.hi;
         for a in 0..3 {
             if self.neighbour(rank, a, -1).is_some() {
-                lo[a] = (lo[a] + width).min(b.hi[a]);
+                lo[a] = lo[a].saturating_add(width).min(b.hi[a]);
             }
             if self.neighbour(rank, a, 1).is_some() {
                 hi[a] = hi[a].saturating_sub(width).max(lo[a]);
@@ -451,6 +474,33 @@ pub fn thread_split(block: &Box3, weights: &[usize]) -> Vec<Box3> {
 mod tests {
     use super::*;
 
+    /// Widths and coordinates from the caller never overflow: an empty interior, an empty
+    /// box, `None` off the grid, a typed error for a rank beyond it.
+    #[test]
+    fn extreme_arguments_are_answered() {
+        let d = Decomp::new([4, 1, 1], 2, 0).unwrap();
+        assert_eq!(
+            d.interior(1, usize::MAX).extent().iter().product::<usize>(),
+            0
+        );
+        let whole: usize = d
+            .annulus(1, usize::MAX)
+            .iter()
+            .map(|b| b.extent().iter().product::<usize>())
+            .sum();
+        assert_eq!(whole, d.block(1).extent().iter().product::<usize>());
+        let b = Box3::new([1; 3], [2; 3]).shrink(usize::MAX, [true; 3]);
+        assert_eq!(b.extent(), [0; 3]);
+        assert_eq!(d.rank_of([usize::MAX, 1, 1]), None);
+        assert_eq!(d.rank_of([5, 0, 0]), None);
+        assert_eq!(d.rank_of([1, 0, 0]), Some(1));
+        assert!(d.check_rank(1).is_ok());
+        assert!(matches!(
+            d.check_rank(2),
+            Err(crate::Error::NoSuchRank { rank: 2, size: 2 })
+        ));
+    }
+
     fn points(b: &Box3) -> impl Iterator<Item = [usize; 3]> + '_ {
         (b.lo[0]..b.hi[0]).flat_map(move |i| {
             (b.lo[1]..b.hi[1]).flat_map(move |j| (b.lo[2]..b.hi[2]).map(move |k| [i, j, k]))
@@ -469,7 +519,7 @@ mod tests {
                 assert_eq!(d.ranks(), ranks, "{global:?} over {ranks}");
                 let mut seen = vec![0u8; global.iter().product()];
                 for r in 0..ranks {
-                    assert_eq!(d.rank_of(d.coords(r)), r);
+                    assert_eq!(d.rank_of(d.coords(r)), Some(r));
                     let b = d.block(r);
                     for p in points(&b) {
                         seen[(p[0] * global[1] + p[1]) * global[2] + p[2]] += 1;

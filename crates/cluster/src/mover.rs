@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::timeout::Timeout;
 use crate::world::World;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 /// One transfer of a Mover.
@@ -60,6 +61,10 @@ pub struct Mover<'w> {
     queue: usize,
     sends: Vec<Message>,
     expects: Vec<(SegId, usize)>,
+    /// The expected notifications of the exchange under way have all come (and were reset):
+    /// a `wait` that timed out after them waits only for the writes' completion when called
+    /// again.
+    noted: AtomicBool,
 }
 
 impl<'w> Mover<'w> {
@@ -70,6 +75,7 @@ impl<'w> Mover<'w> {
             queue,
             sends: Vec::new(),
             expects: Vec::new(),
+            noted: AtomicBool::new(false),
         }
     }
 
@@ -107,6 +113,7 @@ impl<'w> Mover<'w> {
     /// As [`Queue::write_notify`](crate::Queue::write_notify); a post that fails leaves the
     /// ones before it posted.
     pub fn start(&self) -> Result<()> {
+        self.noted.store(false, Ordering::Relaxed);
         let q = self.world.queue(self.queue)?;
         let note = |id| Notification { id, value: 1 };
         for m in &self.sends {
@@ -129,16 +136,28 @@ impl<'w> Mover<'w> {
     /// # Errors
     ///
     /// As [`World::notify_waitsome`] and [`Queue::wait_local`](crate::Queue::wait_local).
+    ///
+    /// The timeout bounds the whole call. A call that timed out can be called again: the
+    /// notifications are reset only once all of them are here, so a repeat waits for the
+    /// same ones (and, when only the writes' completion was left, for that alone).
     pub fn wait(&self, timeout: Timeout) -> Result<()> {
-        for &(seg, id) in &self.expects {
-            let end = id.checked_add(1).ok_or(Error::NoSuchNotification {
-                id,
-                count: crate::NOTIFICATIONS,
-            })?;
-            self.world.notify_waitsome(seg, id..end, timeout)?;
-            self.world.notify_reset(seg, id)?;
+        let deadline = timeout.deadline();
+        if !self.noted.load(Ordering::Relaxed) {
+            for &(seg, id) in &self.expects {
+                let end = id.checked_add(1).ok_or(Error::NoSuchNotification {
+                    id,
+                    count: crate::NOTIFICATIONS,
+                })?;
+                self.world.notify_waitsome(seg, id..end, deadline.left())?;
+            }
+            for &(seg, id) in &self.expects {
+                self.world.notify_reset(seg, id)?;
+            }
+            self.noted.store(true, Ordering::Relaxed);
         }
-        self.world.queue(self.queue)?.wait_local(timeout)
+        self.world.queue(self.queue)?.wait_local(deadline.left())?;
+        self.noted.store(false, Ordering::Relaxed);
+        Ok(())
     }
 }
 

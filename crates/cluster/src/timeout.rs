@@ -49,6 +49,15 @@ pub(crate) enum Deadline {
 }
 
 impl Deadline {
+    /// The time left as a [`Timeout`], for the next step of a call that waits in several.
+    pub(crate) fn left(self) -> Timeout {
+        match self {
+            Deadline::Never => Timeout::Block,
+            Deadline::Now => Timeout::Test,
+            Deadline::At(t) => Timeout::After(t.saturating_duration_since(Instant::now())),
+        }
+    }
+
     /// The time left, capped at `slice` (so that waiters re-check peer health), or `None` when
     /// the deadline has passed.
     pub(crate) fn slice(self, slice: Duration) -> Option<Duration> {

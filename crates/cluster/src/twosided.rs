@@ -164,6 +164,8 @@ struct State {
     /// a block of another length): its steps go on, so that every message of the call is
     /// taken, and it is returned when the call ends, also after a timeout and a resume.
     wrong: Option<Error>,
+    /// Writes posted by a round whose wait for them ran out of time.
+    unwaited: bool,
 }
 
 /// Two-sided messaging over one segment of a [`World`] (see the [module](self) notes).
@@ -205,25 +207,18 @@ fn decode(known: u64, v: u32) -> u64 {
     known + (v + WRAP - known % WRAP) % WRAP
 }
 
+/// A number from 1 to 4093 drawn from `opts`, added to the size of a `Comm`'s segment so that
+/// ranks whose options differ register different sizes (see [`Comm::with_options`]).
+fn options_mark(opts: Options) -> usize {
+    let mut f = crate::Fingerprint::new();
+    for w in [opts.slots as u64, opts.slot_bytes as u64] {
+        std::hash::Hasher::write(&mut f, &w.to_le_bytes());
+    }
+    (std::hash::Hasher::finish(&f) % 4093) as usize + 1
+}
+
 fn remaining(deadline: Deadline) -> Option<Timeout> {
     deadline.slice(SLICE).map(Timeout::After)
-}
-
-trait Left {
-    /// The time left as a [`Timeout`] for a call that resumes.
-    fn timeout(self) -> Timeout;
-}
-
-impl Left for Deadline {
-    fn timeout(self) -> Timeout {
-        match self {
-            Deadline::Never => Timeout::Block,
-            Deadline::Now => Timeout::Test,
-            Deadline::At(t) => {
-                Timeout::After(t.saturating_duration_since(std::time::Instant::now()))
-            }
-        }
-    }
 }
 
 impl<'w> Comm<'w> {
@@ -239,14 +234,16 @@ impl<'w> Comm<'w> {
     }
 
     /// As [`Comm::new`] with ring sizes of one's own. Every rank must give the same options:
-    /// a sender writes at the offsets its own options give. (They are not compared across
-    /// ranks: that would cost a collective beside the segment's creation, which a creation
-    /// that timed out could then not resume.)
+    /// a sender writes at the offsets its own options give. They are compared without a
+    /// collective of their own (which a creation that timed out could not resume): the
+    /// segment's size carries a few bytes more than the rings, a number drawn from the
+    /// options, and each rank compares every peer's registered size with its own.
     ///
     /// # Errors
     ///
     /// As [`Comm::new`], and [`Error::Setup`] for no slots, a slot not larger than its header,
-    /// or a segment whose size overflows.
+    /// a segment whose size overflows, or ranks that gave different options (every rank is
+    /// told, and the segment is deleted again).
     pub fn with_options(
         world: &'w World,
         seg: SegId,
@@ -315,8 +312,21 @@ impl<'w> Comm<'w> {
             .checked_mul(2)
             .and_then(|x| x.checked_mul(opts.slots))
             .and_then(|x| x.checked_mul(opts.slot_bytes))
+            .and_then(|x| x.checked_add(options_mark(opts)))
             .ok_or_else(|| Error::Setup(format!("two-sided segment size overflows: {opts:?}")))?;
+        let deadline = timeout.deadline();
         let segment = world.segment_timeout(seg, bytes, timeout)?;
+        // A peer's size of 0 (or none) is a process that has left (a stand-in): not compared.
+        let other = (0..size)
+            .find(|&r| matches!(world.segment_size(seg, r), Ok(n) if n != 0 && n != bytes));
+        if let Some(r) = other {
+            drop(segment);
+            let _ = world.segment_delete(seg, deadline.left());
+            return Err(Error::Setup(format!(
+                "two-sided messaging: rank {r} gave other ring options than this rank's {opts:?} \
+                 (every rank must give the same)"
+            )));
+        }
         Ok(Comm {
             world,
             seg: segment,
@@ -337,6 +347,7 @@ impl<'w> Comm<'w> {
                 acked: vec![0; size],
                 pending: None,
                 wrong: None,
+                unwaited: false,
             }),
             repl: None,
         })
@@ -491,7 +502,7 @@ impl<'w> Comm<'w> {
             }
             // Whether the source was gone before the drain: then what it sent has been drained.
             let gone = self.world.health(src)?.is_gone();
-            self.progress(Deadline::Now)?;
+            self.progress(deadline)?;
             if self.has(src, channel, tag) {
                 continue;
             }
@@ -541,7 +552,7 @@ impl<'w> Comm<'w> {
         }
         let deadline = timeout.deadline();
         loop {
-            self.progress(Deadline::Now)?;
+            self.progress(deadline)?;
             let busy: Vec<Rank> = {
                 let st = self.state.borrow();
                 (0..self.size)
@@ -561,7 +572,11 @@ impl<'w> Comm<'w> {
     }
 
     /// One round of the progress engine: read the notifications, drain the rings, return
-    /// credit, push the outboxes. Never waits beyond the queue's completion.
+    /// credit, push the outboxes. Never waits beyond the queue's completion, nor beyond
+    /// `deadline`: writes that have not completed by then are waited for at the start of the
+    /// next round's push (their staging slots are not reused before), and the round returns
+    /// without pushing more. So a timeout never interrupts a round half-way, and a step of a
+    /// collective that posted is never taken for one that did not.
     fn progress(&self, deadline: Deadline) -> Result<()> {
         let mut st = self.state.borrow_mut();
         let st = &mut *st;
@@ -636,7 +651,11 @@ impl<'w> Comm<'w> {
                 st.told[src] = st.taken[src];
             }
         }
-        // Push.
+        // Push, once the writes of the rounds before have completed.
+        if st.unwaited && !Self::complete(&q, deadline)? {
+            return Ok(());
+        }
+        st.unwaited = false;
         let slots = self.opts.slots as u64;
         let payload = self.payload();
         for dst in 0..p {
@@ -644,8 +663,9 @@ impl<'w> Comm<'w> {
                 if st.pushed[dst] - st.acked[dst] >= slots {
                     break;
                 }
-                if q.posted() + 2 > self.world.depth {
-                    q.wait(remaining(deadline).unwrap_or(Timeout::Block))?;
+                if q.posted() + 2 > self.world.depth && !Self::complete(&q, deadline)? {
+                    st.unwaited = true;
+                    return Ok(());
                 }
                 let n = st.pushed[dst];
                 let chunk = (m.data.len() - m.sent).min(payload);
@@ -680,9 +700,18 @@ impl<'w> Comm<'w> {
         }
         if posted {
             // The staging slots are reused only after the writes from them have completed.
-            q.wait(Timeout::Block)?;
+            st.unwaited = !Self::complete(&q, deadline)?;
         }
         Ok(())
+    }
+
+    /// Waits for queue `q` to complete until `deadline`: whether it did.
+    fn complete(q: &crate::Queue<'_>, deadline: Deadline) -> Result<bool> {
+        match q.wait(deadline.left()) {
+            Ok(()) => Ok(true),
+            Err(Error::Timeout) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Runs the steps `start..steps` of a collective, remembering how far it got on a timeout.
@@ -724,7 +753,7 @@ impl<'w> Comm<'w> {
         }
         // Everything this rank sent in the collective leaves before it returns (its receivers
         // drain while they are in the collective, and leave it only after taking it).
-        match self.flush(deadline.timeout()) {
+        match self.flush(deadline.left()) {
             Err(Error::Timeout) => {
                 self.state.borrow_mut().pending = Some(Pending {
                     call,

@@ -230,3 +230,47 @@ fn halo_across_processes() {
         assert_eq!(out.ends, vec![End::Exited(0); n], "{scenario} on {n} ranks");
     }
 }
+
+/// A wait's timeout bounds the whole call (not each expected notification), and a wait that
+/// timed out with some notifications here completes when called again once the rest come.
+#[test]
+fn a_mover_wait_is_bounded_and_resumes() {
+    use std::time::{Duration, Instant};
+    use tiers_cluster::mover::Mover;
+    use tiers_cluster::{Error, Notification};
+    run_local(2, |w| {
+        let _seg = w.segment(SegId(0), 64).unwrap();
+        if w.rank() == 1 {
+            let mut m = Mover::new(w, 0);
+            m.expect(SegId(0), 0)
+                .expect(SegId(0), 1)
+                .expect(SegId(0), 2);
+            // Notes 0 and 1 come at once, note 2 after rank 0 hears of the first timeout.
+            w.barrier(Timeout::Block).unwrap();
+            let t0 = Instant::now();
+            assert_eq!(m.wait(Timeout::millis(150)), Err(Error::Timeout));
+            let took = t0.elapsed();
+            assert!(took < Duration::from_millis(1500), "{took:?}");
+            w.barrier(Timeout::Block).unwrap();
+            m.wait(Timeout::millis(20_000)).unwrap();
+            // Every note was reset by the completed wait.
+            for id in 0..3 {
+                assert_eq!(w.notify_reset(SegId(0), id).unwrap(), 0);
+            }
+        } else {
+            let q = w.queue(0).unwrap();
+            for id in 0..2 {
+                q.notify(1, SegId(0), Notification { id, value: 1 })
+                    .unwrap();
+            }
+            q.wait(Timeout::Block).unwrap();
+            w.barrier(Timeout::Block).unwrap();
+            w.barrier(Timeout::Block).unwrap();
+            q.notify(1, SegId(0), Notification { id: 2, value: 1 })
+                .unwrap();
+            q.wait(Timeout::Block).unwrap();
+        }
+        w.barrier(Timeout::Block).unwrap();
+    })
+    .unwrap();
+}

@@ -298,7 +298,35 @@ fn errors(w: &World) {
 /// A behaviour every rank plays.
 type Behaviour = fn(&World);
 
+/// Ranks that give different ring options are all told so (nothing is exchanged at offsets
+/// the receiver does not use), and the segment is free again for a `Comm` of the same options.
+fn options(w: &World) {
+    if w.size() > 1 {
+        let mine = if w.rank() == 0 {
+            Options {
+                slots: 8,
+                slot_bytes: 64,
+            }
+        } else {
+            Options {
+                slots: 4,
+                slot_bytes: 128,
+            }
+        };
+        match Comm::with_options(w, SEG, mine, Timeout::Block) {
+            Err(Error::Setup(m)) => assert!(m.contains("other ring options"), "{m}"),
+            other => panic!("rank {}: {:?}", w.rank(), other.map(|_| ())),
+        }
+    }
+    let c = Comm::with_options(w, SEG, SMALL, Timeout::Block).unwrap();
+    let mut y = [0u64];
+    c.allreduce(&[1u64], &mut y, Op::Sum, Timeout::Block)
+        .unwrap();
+    assert_eq!(y[0], w.size() as u64);
+}
+
 const BEHAVIOURS: &[(&str, Behaviour)] = &[
+    ("options", options),
     ("ordering", ordering),
     ("sizes", sizes),
     ("reductions", reductions),
@@ -388,7 +416,7 @@ macro_rules! behaviours {
         }
     };
 }
-behaviours!(ordering, sizes, reductions, alltoalls, stress, errors);
+behaviours!(ordering, sizes, reductions, alltoalls, stress, errors, options);
 
 #[test]
 fn a_dead_peer_is_reported() {

@@ -336,7 +336,8 @@ impl Replicas {
         }
         // A process may die between the check and the write.
         for _ in 0..=c.size {
-            match c.progress(Deadline::Now) {
+            // Rounds that wait for their writes as long as they take.
+            match c.progress(Deadline::Never) {
                 Err(Error::PeerFailed(r)) => self.mark_dead(c, r),
                 r => {
                     r?;

@@ -356,6 +356,44 @@ pub fn barrier_against_other_collectives_is_reported(w: &World) {
     ok(w.segment_delete(s3, LONG), "delete segment 3");
 }
 
+/// Ranks whose calls differ in a regular way (allreduces of 8, 10, 12... elements, segments
+/// 5, 6, 7...), the middle one arriving last, on the general path: every rank gets
+/// `CollectiveMismatch` (a sum of linear digests of the calls passed the check, and the ranks
+/// went on with different calls), no segment is left half-created, and the collectives stay
+/// in step.
+pub fn regular_differences_between_three_calls_are_reported(w: &World) {
+    if w.size() < 3 {
+        return;
+    }
+    let r = w.rank();
+    let late = |k: usize| {
+        if r == k {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    late(1);
+    let len = 8 + 2 * r;
+    let x = vec![1u64; len];
+    let mut y = vec![0u64; len];
+    let got = w.allreduce(&x, &mut y, Op::Sum, LONG);
+    assert!(
+        matches!(got, Err(Error::CollectiveMismatch(_))),
+        "rank {r}, allreduce of {len}: {got:?}"
+    );
+    in_step(w, "allreduces of regular lengths");
+    late(1);
+    let seg = SegId(5 + r as u32);
+    let got = w.segment_timeout(seg, 64, LONG).map(|_| ());
+    assert!(
+        matches!(got, Err(Error::CollectiveMismatch(_))),
+        "rank {r}, segment {seg:?}: {got:?}"
+    );
+    in_step(w, "segments of regular ids");
+    let s = ok(w.segment_timeout(SegId(5), 64, LONG), "segment 5");
+    assert_eq!(s.len(), 64);
+    ok(w.segment_delete(SegId(5), LONG), "delete segment 5");
+}
+
 /// A rank whose barrier timed out and that then calls another collective gets
 /// `CollectiveMismatch` naming itself and the pending barrier; resumed, the barrier completes.
 pub fn another_collective_after_a_timeout_is_refused(w: &World) {

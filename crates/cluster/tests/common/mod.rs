@@ -58,6 +58,7 @@ macro_rules! suite {
             collectives::allreduce_refuses_mismatched_lengths,
             collectives::allreduce_mismatches_are_reported,
             collectives::barrier_against_other_collectives_is_reported,
+            collectives::regular_differences_between_three_calls_are_reported,
             collectives::another_collective_after_a_timeout_is_refused,
             atomics::fetch_add_from_every_rank_adds_up,
             atomics::one_compare_swap_wins,
