@@ -479,7 +479,13 @@ pub fn da_pwc<D: Delta + ?Sized>(
     let w_all = vec![1.0 / n as f64; n];
     let (lambda0, v0) = power_method(pool, delta, &w_all, &noise, opts);
     eig_start[0] = v0;
-    let t_start = lambda0.max(1e-12);
+    // Relative to the data's own scale: an absolute floor (1e-12 once) put the start far
+    // above the critical temperature of distances of 1e-20 and found one cluster.
+    let t_start = if lambda0 > 0.0 && lambda0.is_finite() {
+        lambda0
+    } else {
+        mean_delta.max(f64::MIN_POSITIVE)
+    };
     let mut t = t_start;
     let mut temperatures = 0;
     let mut em_total = 0;
@@ -683,6 +689,26 @@ mod tests {
             ..Default::default()
         };
         assert!(c.check().unwrap_err().to_string().contains("fine cooling"));
+    }
+
+    /// The start temperature follows the data's scale: the same blobs scaled to distances
+    /// of about 1e-20 give the same clusters (an absolute floor once gave one).
+    #[test]
+    fn the_scale_of_the_distances_does_not_change_the_clusters() {
+        let (d, truth) = gaussian_blobs(30, &[(0.0, 0.0), (5.0, 0.0)], 7);
+        let opts = ClusterOptions {
+            max_clusters: 2,
+            ..Default::default()
+        };
+        let pool = Pool::builder().threads(1).build().unwrap();
+        for scale in [1.0f32, 1e-10, 1e-20] {
+            let mut small = d.clone();
+            small.data.iter_mut().for_each(|v| *v *= scale);
+            let r = da_pwc(&pool, &small, &opts, |_| {}).unwrap();
+            assert_eq!(r.k, 2, "scale {scale}");
+            let ari = adjusted_rand_index(&r.labels, &truth);
+            assert!(ari > 0.95, "scale {scale}: ARI {ari}");
+        }
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Record>> {
 /// Reads and parses a FASTA file.
 pub fn read(path: &Path) -> Result<Vec<Record>> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "reading", e))?;
+    let text = crate::files::read_input_text(path)?;
     parse(&text, &name)
 }
 

@@ -6,6 +6,71 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Reads input file `path` whole, refusing what cannot be an input before holding it: a
+/// device (`/dev/zero` never ends) and a file larger than memory; a pipe is read up to the
+/// memory it may take.
+pub fn read_input(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    let io = |e| Error::io(path, "reading", e);
+    let f = std::fs::File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    let t = meta.file_type();
+    if t.is_char_device() || t.is_block_device() || t.is_socket() {
+        return Err(Error::format(
+            path.display(),
+            0,
+            "a device or socket, not a file (an input is read whole)",
+        ));
+    }
+    if t.is_dir() {
+        return Err(Error::io(
+            path,
+            "reading",
+            std::io::Error::from_raw_os_error(libc::EISDIR),
+        ));
+    }
+    let what = format!("reading {}", path.display());
+    if t.is_file() {
+        let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+        crate::limits::check_alloc(&what, len, 1)?;
+        let mut out = Vec::with_capacity(len);
+        f.take(meta.len()).read_to_end(&mut out).map_err(io)?;
+        return Ok(out);
+    }
+    // A pipe: as much as memory allows, and an error past it.
+    let cap = [
+        crate::limits::physical_memory(),
+        crate::limits::address_space_limit(),
+        crate::limits::cgroup_memory_limit(),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(u64::MAX);
+    let mut out = Vec::new();
+    f.take(cap.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(io)?;
+    if out.len() as u64 > cap {
+        return Err(Error::Invalid(format!(
+            "{what}: more bytes than this machine's memory holds"
+        )));
+    }
+    Ok(out)
+}
+
+/// [`read_input`] of a text file (UTF-8).
+pub fn read_input_text(path: &Path) -> Result<String> {
+    String::from_utf8(read_input(path)?).map_err(|e| {
+        Error::io(
+            path,
+            "reading",
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+        )
+    })
+}
+
 /// A temporary name beside `path`, unique within this host (process id and a counter, so the
 /// threads of one process never share one either).
 pub fn temporary_beside(path: &Path) -> PathBuf {

@@ -427,10 +427,23 @@ pub fn from_csv(text: &str, path: &Path) -> Res<DistMatrix> {
             continue;
         }
         let mut count = 0;
-        for tok in line
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|t| !t.is_empty())
-        {
+        // Comma-separated when the line has a comma (each field trimmed; an empty field is an
+        // error, not skipped: skipping it would shift the columns after it), else separated
+        // by white space.
+        let toks: Vec<&str> = if line.contains(',') {
+            // One comma ending the line is a common export's, not an empty field.
+            let line = line.strip_suffix(',').unwrap_or(line);
+            line.split(',').map(str::trim).collect()
+        } else {
+            line.split_whitespace().collect()
+        };
+        if let Some(i) = toks.iter().position(|t| t.is_empty()) {
+            return Err(ferr(
+                path,
+                format!("line {}: field {} is empty", k + 1, i + 1),
+            ));
+        }
+        for tok in toks {
             let v: f32 = tok
                 .parse()
                 .map_err(|_| ferr(path, format!("line {}: not a number: {tok:?}", k + 1)))?;
@@ -501,7 +514,7 @@ pub fn read_symmetrized(
 
 fn read_unchecked(path: &Path, big_endian: bool, expect_n: Option<usize>) -> Res<DistMatrix> {
     let format = Format::from_path(path, big_endian)?;
-    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, "reading", e))?;
+    let bytes = crate::files::read_input(path)?;
     let m = match format {
         Format::SpidalLe => from_spidal(&bytes, false, expect_n, path)?,
         Format::SpidalBe => from_spidal(&bytes, true, expect_n, path)?,
@@ -940,5 +953,13 @@ mod tests {
         assert!(e.contains("not square"), "{e}");
         let e = from_csv("0,x\n1,0\n", c).unwrap_err().to_string();
         assert!(e.contains("not a number"), "{e}");
+        // An empty field is an error (skipped, it would shift the columns after it); one
+        // comma ending a line, and white space around fields, are not.
+        let e = from_csv("0,,1\n1,,0\n", c).unwrap_err().to_string();
+        assert!(e.contains("line 1: field 2 is empty"), "{e}");
+        let m = from_csv("0, 1,\n1 ,0,\n", c).unwrap();
+        assert_eq!(m.data, vec![0.0, 1.0, 1.0, 0.0]);
+        let m = from_csv("0 1\n1 0\n", c).unwrap();
+        assert_eq!(m.data, vec![0.0, 1.0, 1.0, 0.0]);
     }
 }

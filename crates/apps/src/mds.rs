@@ -265,8 +265,11 @@ fn guttman_rows(
                             .sqrt();
                         let dl = f64::from(dl);
                         s += (dist - dl) * (dist - dl);
-                        if dist > 1e-12 {
-                            let r = dl / dist;
+                        // Coincident points contribute nothing (SMACOF's b_ij = 0). Any
+                        // other distance counts, however small the data's scale (an
+                        // absolute floor once stopped distances of 1e-20 from moving).
+                        let r = dl / dist;
+                        if dist > 0.0 && r.is_finite() {
                             for c in 0..dims {
                                 a[c] += r * (xi[c] - xj[c]);
                             }
@@ -309,6 +312,28 @@ pub fn delta_norm(delta: &DistMatrix) -> f64 {
                 .sum::<f64>()
         })
         .sum()
+}
+
+/// The smallest largest distance [`check_scale`] accepts.
+pub const MIN_SCALE: f64 = 1e-9;
+
+/// Refuses distances whose largest is below [`MIN_SCALE`] (but not all zero): the 3-D
+/// kernel counts point distances below 10⁻¹² as zero (its ratio δ/d has no branch), so such
+/// data would collapse to a point and still report convergence. `largest`: the largest
+/// distance of the matrix (of every rank's rows).
+pub fn check_scale(largest: f64) -> crate::Result<()> {
+    if largest > 0.0 && largest < MIN_SCALE {
+        return Err(crate::Error::Invalid(format!(
+            "the largest distance is {largest:e}: SMACOF here needs distances of {MIN_SCALE:e} \
+             or more (it counts point distances below 1e-12 as zero); scale the matrix up"
+        )));
+    }
+    Ok(())
+}
+
+/// The largest of `data` (distances, non-negative).
+pub fn largest(data: &[f32]) -> f64 {
+    f64::from(data.iter().copied().fold(0.0f32, f32::max))
 }
 
 /// SMACOF's stopping rule: the stress `raw` of this iteration is zero, or lower than the
@@ -554,11 +579,28 @@ pub fn parse_points(text: &str, dims: usize, file: &str) -> crate::Result<(Vec<f
         if toks.is_empty() {
             continue;
         }
-        if toks.len() < dims + 1 {
+        if toks.len() < dims + 1 || toks.len() > dims + 2 {
             return Err(Error::format(
                 file,
                 k + 1,
-                format!("expected an index and {dims} coordinates"),
+                format!(
+                    "{} columns: expected an index, {dims} coordinates (the dimensions asked \
+                     for) and an optional whole-number label",
+                    toks.len()
+                ),
+            ));
+        }
+        // Every line alike: a label on some lines only would be a coordinate on the others.
+        let with_label = toks.len() == dims + 2;
+        if !pts.is_empty() && with_label == labels.is_empty() {
+            return Err(Error::format(
+                file,
+                k + 1,
+                format!(
+                    "{} columns where the lines before have {}",
+                    toks.len(),
+                    dims + 1 + usize::from(!labels.is_empty())
+                ),
             ));
         }
         // Points are numbered 0, 1, … in order (SPIDAL's files are): a duplicate or missing
@@ -585,10 +627,16 @@ pub fn parse_points(text: &str, dims: usize, file: &str) -> crate::Result<(Vec<f
             pts.push(v);
         }
         if let Some(l) = toks.get(dims + 1) {
-            labels.push(
-                l.parse::<usize>()
-                    .map_err(|_| Error::format(file, k + 1, format!("bad label {l:?}")))?,
-            );
+            labels.push(l.parse::<usize>().map_err(|_| {
+                Error::format(
+                    file,
+                    k + 1,
+                    format!(
+                        "the last column, {l:?}, is not a whole-number label: has the \
+                             file more than {dims} coordinates?"
+                    ),
+                )
+            })?);
         }
     }
     Ok((pts, labels))
@@ -794,8 +842,18 @@ mod tests {
             "x 0 0 0\n",
             "0 nan 0 0\n",
             "0 0 inf 0\n",
+            // More columns than an index, 3 coordinates and a label; a label on some lines
+            // only; a label that is not a whole number (a fourth coordinate).
+            "0 1 2 3 4 5\n",
+            "0 1 2 3\n1 1 2 3 7\n",
+            "0 1 2 3 7\n1 1 2 3\n",
+            "0 1 2 3 0.25\n",
         ] {
             assert!(parse_points(bad, 3, "p").is_err(), "{bad:?}");
         }
+        let e = parse_points("0 1 2 3 0.5\n", 3, "p")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 3 coordinates"), "{e}");
     }
 }

@@ -158,6 +158,8 @@ fn the_pipeline_checks_every_flag_before_it_writes() {
         (&["--n", "0"][..], "at least 1"),
         (&["--n", "18446744073709551615"][..], "overflow"),
         (&["--reference-clusters", &refs][..], "ref.txt"),
+        // Generated sequences differ in length: Hamming cannot measure them.
+        (&["--metric", "hamming"][..], "equal-length"),
     ] {
         let mut args = vec!["pipeline", "--out", &out];
         if !extra.contains(&"--n") {
@@ -171,6 +173,75 @@ fn the_pipeline_checks_every_flag_before_it_writes() {
             "{extra:?} touched the earlier outputs"
         );
     }
+}
+
+/// A failed pipeline run leaves no directory it made itself.
+#[test]
+fn a_failed_pipeline_leaves_no_directory_behind() {
+    let d = Dir::new("pipeline-dir");
+    let out = d.path("new");
+    refused(
+        &[
+            "pipeline", "--n", "12", "--metric", "hamming", "--out", &out,
+        ],
+        "equal-length",
+    );
+    assert!(
+        !std::path::Path::new(&out).exists(),
+        "{out} was left behind"
+    );
+}
+
+/// Data a computation cannot answer for is refused instead of giving a wrong answer with
+/// success: an FFT that overflows, sequences without a single k-mer, distances too small for
+/// SMACOF's kernel, and a device given as an input file.
+#[test]
+fn inputs_that_would_give_wrong_results_are_refused() {
+    let d = Dir::new("wrong-results");
+    // 4 x 4 complex128 near f64's largest: finite input, infinite sums.
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let mut h = b"{'descr': '<c16', 'fortran_order': False, 'shape': (4, 4), }".to_vec();
+    h.resize(117, b' ');
+    h.push(b'\n');
+    npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    npy.extend_from_slice(&h);
+    for _ in 0..16 {
+        npy.extend_from_slice(&1.7e308f64.to_le_bytes());
+        npy.extend_from_slice(&0f64.to_le_bytes());
+    }
+    let big = d.path("big.npy");
+    std::fs::write(&big, &npy).unwrap();
+    let out = d.path("o.npy");
+    refused(
+        &["fft2d", "--input", &big, "--out", &out, "--check"],
+        "overflowed",
+    );
+    assert!(!std::path::Path::new(&out).exists());
+
+    let fna = d.write("short.fna", ">a\nAC\n>b\nAC\n>c\nACGTACGT\n");
+    refused(
+        &[
+            "distances",
+            "--metric",
+            "kmer",
+            "--out",
+            &d.path("o.csv"),
+            &fna,
+        ],
+        "no 5 unambiguous bases in a row",
+    );
+
+    let tiny: Vec<f32> = line(4).iter().map(|v| v * 1e-20).collect();
+    let m = d.path("tiny.npy");
+    std::fs::write(&m, npy_f4(4, &tiny, 0)).unwrap();
+    refused(
+        &["mds", "--quiet", "--out", &d.path("p.csv"), &m],
+        "scale the matrix up",
+    );
+
+    let zero = d.path("zero.npy");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    refused(&["mds", "--out", &d.path("q.csv"), &zero], "not a file");
 }
 
 #[test]

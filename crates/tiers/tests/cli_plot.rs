@@ -72,6 +72,16 @@ fn what_cannot_be_drawn_is_said() {
             "{\"bench\": \"b\", \"unit\": \"ns\", \"results\": [{\"impl\": \"a\", \"threads\": 1, \"value\": null}]}",
             "no finite value",
         ),
+        // A result whose x (threads) is no whole number, null or missing: not left out in
+        // silence.
+        (
+            "{\"bench\": \"b\", \"unit\": \"ns\", \"results\": [{\"impl\": \"a\", \"threads\": 1, \"value\": 1}, {\"impl\": \"a\", \"threads\": 2.5, \"value\": 2}]}",
+            "result 1 (a) has no \"threads\"",
+        ),
+        (
+            "{\"bench\": \"b\", \"unit\": \"ns\", \"results\": [{\"impl\": \"a\", \"threads\": 1, \"value\": 1}, {\"impl\": \"b\", \"value\": 2}]}",
+            "result 1 (b) has no \"threads\"",
+        ),
     ];
     for (i, (doc, want)) in cases.iter().enumerate() {
         let f = d.write(&format!("{i}.json"), doc);

@@ -27,6 +27,11 @@ impl Default for Counts {
 }
 
 impl Profile {
+    /// The number of k-mers counted (windows of k unambiguous bases).
+    pub fn words(&self) -> u64 {
+        self.total
+    }
+
     /// Whether a count saturated (more than 2^32 − 1 of one k-mer): its distances are then
     /// not exact.
     pub fn saturated(&self) -> bool {

@@ -109,9 +109,10 @@ pub fn pairwise_with_progress(
     Ok(DistMatrix { n, data })
 }
 
-/// Checks the input for the metric and computes what every pair needs (k-mer profiles).
-fn prepare(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<Vec<kmer::Profile>> {
-    let n = seqs.len();
+/// Checks that `metric` can measure `seqs` as far as that is cheap to tell: equal lengths for
+/// Hamming, a k-mer length of 1 to 8 (sequences with no k-mer at all are found when their
+/// profiles are counted).
+pub fn check_metric(seqs: &[&[u8]], metric: Metric) -> crate::Result<()> {
     if metric == Metric::Hamming {
         if let Some((i, s)) = seqs
             .iter()
@@ -133,6 +134,13 @@ fn prepare(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<Vec<kme
             )));
         }
     }
+    Ok(())
+}
+
+/// Checks the input for the metric and computes what every pair needs (k-mer profiles).
+fn prepare(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<Vec<kmer::Profile>> {
+    let n = seqs.len();
+    check_metric(seqs, metric)?;
     if matches!(metric, Metric::Swg | Metric::SwgNative) {
         // Each worker keeps the whole traceback of the pair it aligns: the two longest
         // sequences' (la + 1)(lb + 1) cells, 2 bytes each for rust-bio and 1 for the native
@@ -166,6 +174,14 @@ fn prepare(pool: &Pool, seqs: &[&[u8]], metric: Metric) -> crate::Result<Vec<kme
                 }
             },
         );
+        // Such a sequence would be at distance 1 from every other, its own copies included.
+        if let Some(i) = profiles.iter().position(|p| p.words() == 0) {
+            return Err(crate::Error::Invalid(format!(
+                "sequence {i} ({} bases) has no {k} unambiguous bases in a row: the {k}-mer \
+                 distance is not defined for it (a smaller k, or another metric)",
+                seqs[i].len()
+            )));
+        }
     }
     Ok(profiles)
 }

@@ -310,6 +310,7 @@ fn read_reference(
 fn mds_alone(a: &MdsArgs, opts: &MdsOptions) -> Res {
     let d = read_matrix(&a.input, a.big_endian, a.symmetrize)?;
     opts.validate(d.n)?;
+    tiers_apps::mds::check_scale(tiers_apps::mds::largest(&d.data))?;
     // Every input is read and checked before the work starts.
     let reference = match &a.reference {
         Some(refp) => Some(read_reference(refp, a.dims, d.n)?),
@@ -396,6 +397,14 @@ fn mds_ranks(w: &tiers_cluster::World, a: &MdsArgs, opts: &MdsOptions) -> Res {
     let n = matrix::read_rows(&a.input, a.big_endian, 0..0)?.n;
     opts.validate(n)?;
     let block = rows_of(w, &a.input, a.big_endian, a.symmetrize)?;
+    let mut largest = [0.0f64];
+    w.allreduce(
+        &[tiers_apps::mds::largest(&block.data)],
+        &mut largest,
+        tiers_cluster::Op::Max,
+        tiers_cluster::Timeout::Block,
+    )?;
+    tiers_apps::mds::check_scale(largest[0])?;
     let root = w.rank() == 0;
     // Every rank reads the reference, so that a bad one stops them all alike.
     let reference = match &a.reference {
@@ -739,7 +748,7 @@ fn plot_points(
 }
 
 pub(super) fn read_text(path: &Path) -> Result<String, Box<dyn std::error::Error>> {
-    std::fs::read_to_string(path).map_err(|e| tiers_apps::Error::io(path, "reading", e).into())
+    Ok(tiers_apps::files::read_input_text(path)?)
 }
 
 const MATRIX: &[&str] = &["bin", "npy", "csv", "txt"];

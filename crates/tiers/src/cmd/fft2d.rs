@@ -173,6 +173,21 @@ fn one_rank(w: &World, a: &Fft2dArgs) -> Result<(), Box<dyn std::error::Error + 
         tmax[3]
     )?;
     if let Some(x) = x {
+        // Finite input can still overflow in the sums (values near f64's largest): refused
+        // rather than written out or checked as a result.
+        if let Some(at) = x
+            .iter()
+            .position(|v| !(v.re.is_finite() && v.im.is_finite()))
+        {
+            return Err(format!(
+                "fft2d: the transform overflowed: output element ({}, {}) is {}; the input's \
+                 values are too large for sums of {n} x {n} terms in f64",
+                at / n,
+                at % n,
+                x[at]
+            )
+            .into());
+        }
         if a.check {
             let (_, mut s) = match &a.input {
                 Some(p) => fft2d::read_rows(p, |n| 0..n)?,

@@ -74,13 +74,16 @@ impl Stages {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 pub fn run(a: PipelineArgs) -> Res<()> {
+    // A directory this run makes and then leaves empty (it failed first) is removed again.
+    let made = !a.out.exists();
     // Every rank of the job (one when started alone) runs the stages; rank 0 writes.
-    let results =
-        tiers_cluster::spmd(|w| w.fail_if_err(run_rank(w, &a).map_err(|e| e.to_string())))?;
-    for r in results {
-        r?;
+    let res = tiers_cluster::spmd(|w| w.fail_if_err(run_rank(w, &a).map_err(|e| e.to_string())))
+        .map_err(|e| -> Box<dyn std::error::Error> { e.into() })
+        .and_then(|results| results.into_iter().try_for_each(|r| r.map_err(Into::into)));
+    if res.is_err() && made {
+        let _ = std::fs::remove_dir(&a.out);
     }
-    Ok(())
+    res
 }
 
 fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
@@ -151,6 +154,9 @@ fn run_rank(w: &tiers_cluster::World, a: &PipelineArgs) -> Res<()> {
     if n < 2 {
         return Err("the pipeline needs at least 2 sequences".into());
     }
+    let seqs: Vec<&[u8]> = records.iter().map(|r| r.seq.as_slice()).collect();
+    distance::check_metric(&seqs, metric)?;
+    drop(seqs);
     // The distance matrix: N² f32 on one process, N²/p per rank of a job.
     tiers_apps::limits::check_alloc(
         "the distance matrix",

@@ -68,8 +68,7 @@ pub fn run(a: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Reads a report; a report without a date of its own is dated by its file.
 fn read(path: &Path, value: Option<&str>) -> Result<Table, Box<dyn std::error::Error>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| tiers_apps::Error::io(path, "reading", e))?;
+    let text = tiers_apps::files::read_input_text(path)?;
     let doc: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     let mut t = Table::from_json_as(&doc, value).map_err(|e| format!("{}: {e}", path.display()))?;

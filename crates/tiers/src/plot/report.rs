@@ -631,6 +631,22 @@ impl ReportFigure {
             }
         };
         fits.map_err(|e| Error(format!("the {} report's {e}", table.bench)))?;
+        // A measured row that cannot be placed on x would be left out of its series in
+        // silence (its series still in the legend): refused, named.
+        if let (Some(k), None) = (&layout.x, &stack) {
+            if let Some((i, r)) = table
+                .rows
+                .iter()
+                .enumerate()
+                .find(|(_, r)| !r.is_limit() && r.value.is_finite() && r.get(k).is_none())
+            {
+                return Err(Error(format!(
+                    "the {} report's result {i} ({}) has no \"{k}\" the figure's x axis can \
+                     place (a whole number or a name; the other results have one)",
+                    table.bench, r.imp
+                )));
+            }
+        }
         Ok(ReportFigure {
             table,
             layout,
