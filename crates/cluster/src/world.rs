@@ -132,11 +132,21 @@ impl Builder {
     }
 
     /// Wraps an engine of a job of processes and waits for every rank to join.
+    /// The timeout is the builder's, else `TIERS_INIT_TIMEOUT_MS`'s (it was read only by
+    /// `build`, and `spmd` waited the default 60 s whatever the variable said).
     fn join(self, e: Box<dyn Engine>) -> Result<World> {
-        let t = self.init_timeout.unwrap_or(config::INIT_TIMEOUT);
-        let w = self.resolve()?.start(e)?;
-        w.barrier(Timeout::After(t))?;
-        Ok(w)
+        let b = self.resolve()?;
+        let t = b.init_timeout.unwrap_or(config::INIT_TIMEOUT);
+        let w = b.start(e)?;
+        match w.barrier(Timeout::After(t)) {
+            Ok(()) => Ok(w),
+            Err(Error::Timeout) => Err(Error::Setup(format!(
+                "not every rank of the job joined within {:.3} s (the init timeout: {})",
+                t.as_secs_f64(),
+                config::env::INIT_TIMEOUT_MS
+            ))),
+            Err(e) => Err(e),
+        }
     }
 
     /// `n` in-process worlds (the `local` engine), rank `i` at index `i`; give each to its own

@@ -329,3 +329,24 @@ fn a_stopped_replica_holds_no_input_back_from_the_others() {
     assert!(st.success(), "{st:?}");
     assert_eq!(out.trim(), "1048576");
 }
+
+/// `TIERS_INIT_TIMEOUT_MS` bounds how long the commands wait for a rank that never joins
+/// (they waited the default 60 s), and the error says what ran out.
+#[test]
+fn the_init_timeout_of_the_environment_bounds_the_wait_for_a_late_rank() {
+    let me = env!("CARGO_BIN_EXE_tiers");
+    let t0 = Instant::now();
+    let (code, _, err) = run(tiers()
+        .args(["run", "-n", "2", "--", "sh", "-c"])
+        .arg(format!(
+            "if [ \"$TIERS_RANK\" = 1 ]; then sleep 60; else exec {me} is --class S; fi"
+        ))
+        .env("TIERS_INIT_TIMEOUT_MS", "800"));
+    let took = t0.elapsed();
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("not every rank of the job joined within 0.800 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}: {err}");
+}
