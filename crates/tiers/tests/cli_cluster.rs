@@ -319,6 +319,11 @@ fn run_refuses_jobs_this_host_cannot_hold() {
             vec!["--engine", "tcp", "-n", "1", "--hosts", "[::1]:1,b:1"],
             "IPv6 addresses are not supported",
         ),
+        // Named whole, not as the host ":" of one rank.
+        (
+            vec!["--engine", "tcp", "-n", "1", "--hosts", "::1"],
+            "\"::1\": IPv6 addresses are not supported",
+        ),
         (vec!["--timeout", "soon"], "duration"),
         (vec!["--timeout", "0"], "--timeout must be longer than zero"),
     ] {

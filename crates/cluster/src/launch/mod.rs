@@ -150,6 +150,12 @@ impl Hosts {
         let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
         let mut hosts = Vec::new();
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            // Named whole ("::1" is not host ":" with 1 rank).
+            if item.matches(':').count() > 1 || item.starts_with('[') {
+                return Err(invalid(format!(
+                    "--hosts: {item:?}: IPv6 addresses are not supported (give an IPv4 address or a host name)"
+                )));
+            }
             let (addr, n) = match item.rsplit_once(':') {
                 Some((a, n)) => (
                     a,
