@@ -30,8 +30,10 @@
 //! assert_eq!(out, vec![81, 81]);
 //! ```
 //!
-//! Ranks are threads of one process (`local` engine) or processes of one host started by
-//! `tiers run` (`shm` engine); the [`Engine`] trait is the seam for more transports.
+//! Ranks are threads of one process (`local` engine), processes of one host started by
+//! `tiers run` (`shm` engine), processes on any hosts talking over TCP sockets (`tcp`
+//! engine, `tiers run --engine tcp`, also replicated), or MPI processes started by mpirun
+//! (`mpi` engine, feature `mpi`); the [`Engine`] trait is the seam between them.
 //! [`endpoint`] adds message-driven objects on node-tier workers.
 
 #![deny(missing_docs)]

@@ -227,7 +227,7 @@ impl Hosts {
 pub struct Job {
     /// Number of ranks.
     pub n: usize,
-    /// `shm` or `local`.
+    /// `shm`, `local` or `tcp`.
     pub engine: String,
     /// Worker threads per rank.
     pub threads: usize,

@@ -498,9 +498,18 @@ pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
     };
     // samples[imp][size] over rounds
     let mut samples = vec![vec![Vec::new(); SIZES.len()]; imps.len()];
+    // The limit: one cache-line round trip between the two workers' cpus per step (every
+    // step waits for at least one request and its reply between them, in every placement).
+    let pair = tiers_bench::limit::pair(&cpus);
+    let mut trips = Vec::new();
     let t = opts.min_time / ROUNDS as f64;
     for round in 0..ROUNDS {
         progress(opts, format!("kneighbor round {}/{ROUNDS}", round + 1));
+        if let Some((a, b)) = pair {
+            let n = 16 * tiers_bench::limit::BATCH;
+            let d = (tiers_bench::limit::round_trip(a, b).run)(n);
+            trips.push(d.as_secs_f64() * 1e6 / n as f64);
+        }
         for (j, &size) in SIZES.iter().enumerate() {
             samples[0][j].push(measure(t, |steps| {
                 let rr = Placement::RoundRobin;
@@ -530,6 +539,19 @@ pub(in crate::bench) fn run(opts: &Opts) -> BenchResult {
                 report.push(&format!("charm-{form}{tag}"), &params, v);
             }
         }
+        if let Some((a, b)) = pair {
+            report.push_limit(
+                &params,
+                median(&trips),
+                format!(
+                    "one {} per step: every step waits for at least one request and its reply between the two workers",
+                    tiers_bench::limit::round_trip_note(a, b)
+                ),
+            );
+        }
+    }
+    if pair.is_none() {
+        report.note("limit: none on one cpu (nothing crosses between cores)");
     }
     report.note(format!(
         "k = {K}, {ELEMENTS} elements round-robin on 2 workers pinned to cpus {cpus:?} (smp-block: in two blocks, as Charm++'s default map, so only the messages at the blocks' edges cross workers); smp's senders write every payload byte and its receivers read them (Charm++'s TOUCH_MSGDATA 1, as in its rr build), smp-block's touch the header only (Charm++'s default); smp: endpoint::run, one process, messages between workers by pointer; smp-nobypass: the same two threads as ranks of the local engine, messages between them through the engine's mailboxes, each worker polling its own (no progress thread); process: 2 processes of one worker each over shm, each polling its own mailbox (two copies per payload); median of {ROUNDS} rounds"
