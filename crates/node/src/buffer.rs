@@ -42,47 +42,111 @@ unsafe impl<T: Copy + Send> Send for AlignedBuf<T> {}
 // SAFETY: shared access only gives `&[T]`.
 unsafe impl<T: Copy + Sync> Sync for AlignedBuf<T> {}
 
+/// Why an [`AlignedBuf`] could not be made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BufError {
+    /// The alignment is not a power of two, or above [`MAX_ALIGN`].
+    Alignment(usize),
+    /// `len` elements overflow the address space.
+    TooLarge {
+        /// Elements asked for.
+        len: usize,
+        /// Bytes of one.
+        elem: usize,
+    },
+    /// The allocator had no room for this many bytes.
+    OutOfMemory(usize),
+}
+
+impl core::fmt::Display for BufError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BufError::Alignment(a) => write!(
+                f,
+                "alignment {a}: a power of two up to {MAX_ALIGN} bytes is needed"
+            ),
+            BufError::TooLarge { len, elem } => write!(
+                f,
+                "{len} elements of {elem} bytes overflow the address space"
+            ),
+            BufError::OutOfMemory(b) => write!(f, "no memory for {b} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for BufError {}
+
+/// The largest alignment a buffer takes: 1 GiB (a huge page); beyond it the allocator's
+/// padding alone would exhaust memory.
+pub const MAX_ALIGN: usize = 1 << 30;
+
 impl<T: Copy> AlignedBuf<T> {
-    fn layout(len: usize, align: Align) -> Layout {
+    fn layout(len: usize, align: Align) -> Result<Layout, BufError> {
         let a = align.bytes().max(core::mem::align_of::<T>());
-        assert!(
-            a.is_power_of_two(),
-            "tiers: alignment {a} is not a power of two"
-        );
-        let size = core::mem::size_of::<T>()
-            .checked_mul(len)
-            .expect("tiers: buffer size overflows");
-        Layout::from_size_align(size.max(1), a).expect("tiers: buffer too large")
+        if !a.is_power_of_two() || a > MAX_ALIGN {
+            return Err(BufError::Alignment(a));
+        }
+        let elem = core::mem::size_of::<T>();
+        let too_large = BufError::TooLarge { len, elem };
+        let size = elem.checked_mul(len).ok_or(too_large.clone())?;
+        Layout::from_size_align(size.max(1), a).map_err(|_| too_large)
     }
 
     /// Allocates room for `len` elements, uninitialised.
-    fn alloc(len: usize, align: Align) -> (NonNull<T>, Layout) {
-        let layout = Self::layout(len, align);
+    fn alloc(len: usize, align: Align) -> Result<(NonNull<T>, Layout), BufError> {
+        let layout = Self::layout(len, align)?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc::alloc(layout) } as *mut T;
-        match NonNull::new(p) {
-            Some(p) => (p, layout),
-            None => alloc::handle_alloc_error(layout),
-        }
+        NonNull::new(p)
+            .map(|p| (p, layout))
+            .ok_or(BufError::OutOfMemory(layout.size()))
     }
 
     /// `len` copies of `value`, written by the calling thread.
+    ///
+    /// # Panics
+    ///
+    /// As [`AlignedBuf::try_filled`] fails, with its error.
     pub fn filled(len: usize, align: Align, value: T) -> Self {
-        let (ptr, layout) = Self::alloc(len, align);
+        Self::try_filled(len, align, value).unwrap_or_else(|e| panic!("tiers: AlignedBuf: {e}"))
+    }
+
+    /// `len` copies of `value`, written by the calling thread; an error for an alignment
+    /// that is not a power of two up to [`MAX_ALIGN`], a size that overflows, or no memory.
+    pub fn try_filled(len: usize, align: Align, value: T) -> Result<Self, BufError> {
+        let (ptr, layout) = Self::alloc(len, align)?;
         for i in 0..len {
             // SAFETY: i < len, inside the allocation.
             unsafe { ptr.as_ptr().add(i).write(value) };
         }
-        AlignedBuf { ptr, len, layout }
+        Ok(AlignedBuf { ptr, len, layout })
     }
 
     /// `len` copies of `value`, each element written by the pool worker that a static schedule
     /// gives it to, so each page lands on that worker's NUMA node (first touch).
+    ///
+    /// # Panics
+    ///
+    /// As [`AlignedBuf::try_first_touch`] fails, with its error.
     pub fn first_touch(pool: &Pool, len: usize, align: Align, value: T) -> Self
     where
         T: Send + Sync,
     {
-        let (ptr, layout) = Self::alloc(len, align);
+        Self::try_first_touch(pool, len, align, value)
+            .unwrap_or_else(|e| panic!("tiers: AlignedBuf: {e}"))
+    }
+
+    /// As [`AlignedBuf::first_touch`]; the errors of [`AlignedBuf::try_filled`].
+    pub fn try_first_touch(
+        pool: &Pool,
+        len: usize,
+        align: Align,
+        value: T,
+    ) -> Result<Self, BufError>
+    where
+        T: Send + Sync,
+    {
+        let (ptr, layout) = Self::alloc(len, align)?;
         let base = SendPtr(ptr.as_ptr());
         pool.for_each_range(0..len, Schedule::Static, |r| {
             let base = &base;
@@ -91,7 +155,7 @@ impl<T: Copy> AlignedBuf<T> {
                 unsafe { base.0.add(i).write(value) };
             }
         });
-        AlignedBuf { ptr, len, layout }
+        Ok(AlignedBuf { ptr, len, layout })
     }
 
     /// The alignment actually used, in bytes.
@@ -160,5 +224,31 @@ mod tests {
         assert_eq!(b.len(), 100_003);
         assert!(b.iter().all(|&v| v == 7));
         assert_eq!(b.as_ptr() as usize % 4096, 0);
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    /// Alignments and lengths no buffer can have are errors, not an abort in the allocator.
+    #[test]
+    fn impossible_buffers_are_errors() {
+        for a in [MAX_ALIGN * 2, 1usize << 40, 1 << 63, 24] {
+            assert!(
+                matches!(
+                    AlignedBuf::try_filled(10, Align::Bytes(a), 1u64),
+                    Err(BufError::Alignment(_))
+                ),
+                "{a}"
+            );
+        }
+        assert!(matches!(
+            AlignedBuf::try_filled(usize::MAX, Align::CacheLine, 1u64),
+            Err(BufError::TooLarge { .. })
+        ));
+        let b = AlignedBuf::try_filled(10, Align::Bytes(1 << 21), 7u8).unwrap();
+        assert_eq!(b.alignment(), 1 << 21);
+        assert!(b.iter().all(|&v| v == 7));
     }
 }

@@ -52,7 +52,7 @@ pub use barrier::{
     ActiveBarrier, AdaptiveBarrier, Barrier, BarrierKind, Breakable, CentralBarrier, HierBarrier,
     PassiveBarrier, RelaxedBarrier,
 };
-pub use buffer::{Align, AlignedBuf};
+pub use buffer::{Align, AlignedBuf, BufError, MAX_ALIGN};
 #[cfg(not(loom))]
 pub use lock::critical;
 pub use lock::{Lock, LockGuard, McsLock, RawLock, TicketLock, TtasLock};

@@ -323,7 +323,7 @@ fn suspend_resume_stop_start() {
 }
 
 #[test]
-#[should_panic(expected = "cannot start another region of the same pool")]
+#[should_panic(expected = "cannot be called from inside a region of the same pool")]
 fn nested_region_of_the_same_pool_panics() {
     let p = pool(2, WaitPolicy::Auto);
     p.spmd(|w| {
@@ -409,4 +409,86 @@ fn per_worker_local_finds_the_calling_workers_copy() {
     });
     let v: Vec<usize> = data.iter().map(|a| a.load(Ordering::Relaxed)).collect();
     assert_eq!(v, vec![100, 101, 102]);
+}
+
+/// A region of a pool started inside another pool's region inside the first's is refused
+/// as the direct nesting is (it waited for itself), on 1 and 2 threads.
+#[test]
+fn nesting_through_another_pool_panics_instead_of_waiting() {
+    for n in [1, 2] {
+        let a = pool(n, WaitPolicy::Auto);
+        let b = pool(n, WaitPolicy::Auto);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            a.spmd(|w| {
+                if w.index() == 0 {
+                    b.spmd(|v| {
+                        if v.index() == 0 {
+                            a.spmd(|_| {});
+                        }
+                    });
+                }
+            })
+        }));
+        let msg = r.expect_err("refused");
+        let msg = msg
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(msg.contains("same pool"), "{n} threads: {msg}");
+        // Both pools still work.
+        let c = AtomicUsize::new(0);
+        a.spmd(|_| {
+            c.fetch_add(1, Ordering::Relaxed);
+        });
+        b.spmd(|_| {
+            c.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(c.load(Ordering::Relaxed), 2 * n);
+    }
+}
+
+/// suspend() and resume() from inside a region of the pool are refused (they waited for the
+/// region they are in).
+#[test]
+#[should_panic(expected = "Pool::suspend cannot be called from inside a region")]
+fn suspend_inside_a_region_panics() {
+    let p = pool(2, WaitPolicy::Auto);
+    p.spmd(|w| {
+        if w.index() == 1 {
+            p.suspend();
+        }
+    });
+}
+
+/// A pool of one thread runs its loops as a region like any other size: the worker index is
+/// known inside, and nesting is refused.
+#[test]
+fn one_thread_loops_run_as_regions() {
+    let p = pool(1, WaitPolicy::Auto);
+    let seen = AtomicUsize::new(0);
+    p.for_each(0..10, Schedule::Static, |_| {
+        if tiers_node::current_worker() == Some(0) {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    assert_eq!(seen.load(Ordering::Relaxed), 10);
+    let sum = p.reduce(
+        0..10,
+        Schedule::Static,
+        || 0usize,
+        |r| {
+            r.filter(|_| tiers_node::current_worker() == Some(0))
+                .count()
+        },
+        |a, b| a + b,
+    );
+    assert_eq!(sum, 10);
+}
+
+/// A thread name prefix no thread can take is an error of `build`.
+#[test]
+fn a_name_with_a_nul_byte_is_an_error() {
+    let e = Pool::builder().threads(2).name("bad\0name").build();
+    assert!(matches!(e, Err(tiers_node::PoolError::BadName(_))));
 }

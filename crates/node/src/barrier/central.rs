@@ -79,7 +79,10 @@ impl Barrier for CentralBarrier {
 
 impl Breakable for CentralBarrier {
     fn break_open(&self, me: usize) {
-        let e = self.episodes[me].load(Ordering::Relaxed);
+        let Some(e) = self.episodes.get(me) else {
+            bad_index(self.name, me, self.parties);
+        };
+        let e = e.load(Ordering::Relaxed);
         self.release.set(e.wrapping_add(AHEAD), WaitPolicy::Park);
     }
 

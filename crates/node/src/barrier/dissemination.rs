@@ -85,7 +85,10 @@ impl DisseminationBarrier {
 
 impl Breakable for DisseminationBarrier {
     fn break_open(&self, me: usize) {
-        let e = self.slots[me].episode.load(Ordering::Relaxed);
+        let Some(slot) = self.slots.get(me) else {
+            bad_index(self.name, me, self.parties);
+        };
+        let e = slot.episode.load(Ordering::Relaxed);
         self.open_at(e.wrapping_add(AHEAD));
     }
 

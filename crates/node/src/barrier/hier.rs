@@ -175,11 +175,11 @@ impl Barrier for HierBarrier {
 
 impl Breakable for HierBarrier {
     fn break_open(&self, me: usize) {
+        let Some(mine) = self.members.get(me) else {
+            bad_index("hier", me, self.parties);
+        };
         // The leaders' episodes move with their own: one leaders' episode per episode here.
-        let ahead = self.members[me]
-            .episode
-            .load(Ordering::Relaxed)
-            .wrapping_add(AHEAD);
+        let ahead = mine.episode.load(Ordering::Relaxed).wrapping_add(AHEAD);
         for m in self.members.iter() {
             m.arrived.set(ahead, WaitPolicy::Park);
         }

@@ -70,14 +70,20 @@ crate::sync::thread_local! {
 }
 
 fn take_node() -> (*const Node, u32) {
+    try_take_node()
+        .unwrap_or_else(|| panic!("tiers: a thread holds more than {MAX_HELD} MCS locks at once"))
+}
+
+/// A free node of this thread's, or `None` when it holds [`MAX_HELD`] MCS locks already.
+fn try_take_node() -> Option<(*const Node, u32)> {
     NODES.with(|s| {
         let free = s.free.get();
         if free == 0 {
-            panic!("tiers: a thread holds more than {MAX_HELD} MCS locks at once");
+            return None;
         }
         let i = free.trailing_zeros();
         s.free.set(free & !(1 << i));
-        (&*s.nodes[i as usize] as *const Node, i)
+        Some((&*s.nodes[i as usize] as *const Node, i))
     })
 }
 
@@ -158,7 +164,9 @@ unsafe impl RawLock for McsLock {
 
     #[inline]
     fn try_lock(&self) -> Option<McsToken> {
-        let (node, index) = take_node();
+        // A thread that holds MAX_HELD MCS locks cannot take another now: `None`, as for a
+        // held lock, rather than the panic `lock` gives.
+        let (node, index) = try_take_node()?;
         // SAFETY: as in `lock`.
         let n = unsafe { &*node };
         n.next.store(ptr::null_mut(), Ordering::Relaxed);

@@ -89,6 +89,12 @@ impl<R: RawLock, T> Lock<R, T> {
 
 impl<R: RawLock, T> Lock<R, T> {
     /// Acquires the lock; it is released when the guard drops.
+    ///
+    /// # Panics
+    ///
+    /// An MCS lock panics when the thread already holds eight of them (its queue
+    /// nodes are per thread); `try_lock` then answers `None`. Locking a lock this thread holds
+    /// waits for ever, as with `std::sync::Mutex`.
     #[inline]
     pub fn lock(&self) -> LockGuard<'_, R, T> {
         let token = self.raw.lock();

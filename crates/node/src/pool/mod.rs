@@ -32,6 +32,19 @@ use std::thread::JoinHandle;
 std::thread_local! {
     /// (pool id, worker index) of the calling thread while it works for a pool.
     static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+    /// Every pool the calling thread is working for now, outermost first (a worker thread's
+    /// own pool for its whole life, then the regions it started, nested): a region of any of
+    /// them started here would wait for itself.
+    static ACTIVE: core::cell::RefCell<Vec<usize>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// Panics when the calling thread works for pool `id` now (`what` would wait for itself).
+fn refuse_nested(id: usize, what: &str) {
+    let nested = ACTIVE.with(|a| a.borrow().contains(&id));
+    assert!(
+        !nested,
+        "tiers: {what} cannot be called from inside a region of the same pool"
+    );
 }
 
 /// The panic of a worker that leaves a region at its barrier because another one panicked.
@@ -64,6 +77,8 @@ pub enum PoolError {
     TooManyThreads(usize),
     /// The operating system refused a thread.
     Spawn(std::io::Error),
+    /// A thread name prefix with a NUL byte (no thread can be given it).
+    BadName(String),
 }
 
 impl fmt::Display for PoolError {
@@ -78,6 +93,7 @@ impl fmt::Display for PoolError {
                 Pool::MAX_THREADS
             ),
             PoolError::Spawn(e) => write!(f, "could not start a pool thread: {e}"),
+            PoolError::BadName(n) => write!(f, "thread name prefix {n:?} has a NUL byte"),
         }
     }
 }
@@ -157,6 +173,9 @@ impl PoolBuilder {
             Some(n) => n,
             None => topo.affinity.len().max(1),
         };
+        if self.name.contains('\0') {
+            return Err(PoolError::BadName(self.name));
+        }
         if self.warn {
             if let Some(w) = oversubscribed(n, topo) {
                 eprintln!("{w}");
@@ -390,6 +409,7 @@ impl Pool {
     /// needed for a while burns no CPU. Regions still run (they wake the workers, who go back
     /// to sleep afterwards) until [`Pool::resume`].
     pub fn suspend(&self) {
+        refuse_nested(self.inner.id, "Pool::suspend");
         let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
         self.inner.suspended.store(true, Ordering::Release);
         self.inner.bump(false);
@@ -397,6 +417,7 @@ impl Pool {
 
     /// Ends a [`Pool::suspend`]: idle workers wait under the pool's policy again.
     pub fn resume(&self) {
+        refuse_nested(self.inner.id, "Pool::resume");
         let _serial = self.region.lock().unwrap_or_else(|e| e.into_inner());
         self.inner.suspended.store(false, Ordering::Release);
         self.inner.bump(false);
@@ -410,18 +431,15 @@ impl Pool {
     /// Runs `f` on every worker (SPMD, OpenMP's `parallel`), the caller as worker 0, and
     /// returns when all are done. A panic on any worker is re-raised here after the others
     /// finished. Regions started from several threads run one after another. Starting a region
-    /// of a pool from inside one of its own regions panics.
+    /// of a pool from inside one of its own regions panics, however deep the nesting through
+    /// other pools' regions on this thread. (A region started by another thread waits for the
+    /// current one: from a thread the current region itself waits for, it would wait for ever.)
     pub fn spmd<F>(&self, f: F)
     where
         F: Fn(&Worker<'_>) + Sync,
     {
         let inner = &*self.inner;
-        if let Some((id, _)) = CURRENT.with(|c| c.get()) {
-            assert!(
-                id != inner.id,
-                "tiers: a pool region cannot start another region of the same pool"
-            );
-        }
+        refuse_nested(inner.id, "a region (spmd, for_each, reduce)");
         assert!(
             self.is_running(),
             "tiers: the pool is stopped; call start() first"
@@ -442,7 +460,9 @@ impl Pool {
         let e = inner.bump(true);
 
         let prev = CURRENT.with(|c| c.replace(Some((inner.id, 0))));
+        ACTIVE.with(|a| a.borrow_mut().push(inner.id));
         let mine = catch_unwind(AssertUnwindSafe(|| f(&Worker { index: 0, inner })));
+        ACTIVE.with(|a| a.borrow_mut().pop());
         CURRENT.with(|c| c.set(prev));
         if mine.is_err() {
             inner.abandon(0);
@@ -482,9 +502,8 @@ impl Pool {
         if range.is_empty() {
             return;
         }
-        if self.inner.n == 1 {
-            return f(range);
-        }
+        // One thread too goes through `spmd`: the same nesting check, worker index, caller
+        // pinning and serialisation with other callers as every other pool size.
         let next = CachePadded::new(AtomicUsize::new(0));
         self.spmd(|w| run_schedule(w.index(), w.count(), &range, schedule, &next, &f));
     }
@@ -529,14 +548,7 @@ impl Pool {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = acc.into_inner();
         };
-        if self.inner.n == 1 {
-            body(&Worker {
-                index: 0,
-                inner: &self.inner,
-            });
-        } else {
-            self.spmd(body);
-        }
+        self.spmd(body);
         partials
             .into_iter()
             .filter_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
@@ -607,6 +619,7 @@ fn worker_main(inner: Arc<Inner>, index: usize, cpu: Option<usize>, first_epoch:
         }
     }
     CURRENT.with(|c| c.set(Some((inner.id, index))));
+    ACTIVE.with(|a| a.borrow_mut().push(inner.id));
     let mut seen = first_epoch;
     loop {
         let policy = if inner.suspended.load(Ordering::Acquire) {

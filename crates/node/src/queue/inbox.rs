@@ -3,7 +3,7 @@
 use super::spsc::Ring;
 use super::{Full, NoRoom};
 use crate::futex;
-use crate::sync::{fence, Arc, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::sync::{fence, Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
 use crate::wait::Backoff;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,8 @@ struct Shared<T> {
     bell: AtomicU32,
     /// The consumer is (about to be) asleep.
     sleeping: AtomicU32,
+    /// The consumer (the `Inbox`) has been dropped: nobody will make room again.
+    closed: AtomicBool,
     /// Makes `Shared<T>` Send/Sync exactly when rings of `T` are (when `T: Send`).
     _rings: core::marker::PhantomData<Ring<T>>,
 }
@@ -42,6 +44,13 @@ pub struct Inbox<T> {
     shared: Arc<Shared<T>>,
     /// Ring to poll first next time (round-robin fairness).
     start: usize,
+}
+
+impl<T> Drop for Inbox<T> {
+    /// Tells the senders: a push waiting for room would wait for ever.
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+    }
 }
 
 /// A producer of an [`Inbox`]: owns one ring. Clone it to get another producer (another ring).
@@ -116,6 +125,7 @@ impl<T: Send> Inbox<T> {
                 register: Mutex::new(()),
                 bell: AtomicU32::new(0),
                 sleeping: AtomicU32::new(0),
+                closed: AtomicBool::new(false),
                 _rings: core::marker::PhantomData,
             }),
             start: 0,
@@ -224,6 +234,9 @@ impl<T: Send> Inbox<T> {
     /// producers' cache lines on every message; backing off lets them fill several slots per
     /// visit, which is what makes a busy stream several times faster.
     pub fn recv_batch(&mut self, max: usize, timeout: Duration, mut f: impl FnMut(T)) -> usize {
+        if max == 0 {
+            return 0;
+        }
         let mut backoff = RECV_BATCH;
         // The timeout runs from the end of the spin phase (no clock is read before it).
         let mut deadline = None;
@@ -301,7 +314,9 @@ impl<T: Send> InboxSender<T> {
         unsafe { self.ring.push(value) }
     }
 
-    /// Appends `value`, waiting (spinning, then yielding) while the ring is full.
+    /// Appends `value`, waiting (spinning, then yielding) while the ring is full. Once the
+    /// consumer has been dropped ([`InboxSender::is_closed`]) it waits no more: a value that
+    /// finds the ring full is dropped, since nobody will take it.
     ///
     /// A full ring means the consumer is the slower side: the producer then waits until an
     /// eighth of the ring is free before it writes again, so that it does not read the
@@ -325,6 +340,9 @@ impl<T: Send> InboxSender<T> {
         let refill = (self.ring.capacity() / 8).max(1);
         let mut backoff = PUSH;
         loop {
+            if self.is_closed() {
+                return;
+            }
             backoff.snooze();
             // SAFETY: each sender owns its ring; `&mut self` makes this the only producer.
             if unsafe { self.ring.room() } >= refill {
@@ -334,6 +352,12 @@ impl<T: Send> InboxSender<T> {
                 }
             }
         }
+    }
+
+    /// Whether the consumer (the [`Inbox`]) has been dropped: what is pushed from then on is
+    /// never taken.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
     }
 
     /// As [`InboxSender::try_push`], and wakes the consumer if it sleeps in
@@ -479,6 +503,34 @@ mod tests {
             .yield_for(Duration::MAX);
         b.snooze();
         assert!(b.is_spinning());
+    }
+
+    /// A sender whose consumer is gone never waits for room that will not come, and says so.
+    #[test]
+    fn a_push_to_a_dropped_inbox_does_not_wait() {
+        let q = Inbox::new(2);
+        let mut tx = q.sender();
+        assert!(!tx.is_closed());
+        drop(q);
+        assert!(tx.is_closed());
+        for i in 0..10 {
+            tx.push(i);
+        }
+    }
+
+    /// A batch of at most 0 messages takes none, whatever is waiting.
+    #[test]
+    fn a_batch_of_zero_takes_nothing() {
+        let mut q = Inbox::new(4);
+        let mut tx = q.sender();
+        tx.push(1);
+        let mut got = Vec::new();
+        assert_eq!(
+            q.recv_batch(0, Duration::from_millis(50), |v| got.push(v)),
+            0
+        );
+        assert!(got.is_empty());
+        assert_eq!(q.try_pop(), Some(1));
     }
 
     #[test]
