@@ -109,6 +109,13 @@ pub fn round_trip_note(a: usize, b: usize) -> String {
     format!("cache-line round trip between cpus {a} and {b} (two threads pinned there bounce one line: a full round trip, two one-way transfers; {FLOOR})")
 }
 
+/// How [`round_trip`] measured, for a row that takes half of it: one one-way transfer of a
+/// cache line, the least a two-party barrier (each side's flag reaches the other at once) or
+/// a lock hand-over (the lock's line moves once) needs.
+pub fn one_way_note(a: usize, b: usize) -> String {
+    format!("half a cache-line round trip between cpus {a} and {b}, one one-way transfer (two threads pinned there bounce one line; {FLOOR})")
+}
+
 /// How the round trips are timed, for notes.
 pub const FLOOR: &str = "each sample at the pace of its fastest batch of 256, so that preemption on a loaded machine does not count as transfer time";
 

@@ -55,11 +55,16 @@ pub(in crate::bench) fn run(w: &World, opts: &Opts) -> BenchResult {
     }
     match (&line, round_trip) {
         (Some(l), Some(secs)) => {
-            report.push_limit(
-                &[("ranks", json!(w.size()))],
-                secs * 1e9,
-                l.note("cache-line round trip (full: two one-way transfers)"),
-            );
+            // Half a round trip: a barrier or allreduce of two ranks needs a line to go each
+            // way, both at once. fetch_add has none: a rank may repeat its adds while it
+            // holds the word's line.
+            for op in ["barrier", "allreduce"] {
+                report.push_limit(
+                    &[("op", json!(op)), ("ranks", json!(w.size()))],
+                    secs * 1e9 / 2.0,
+                    l.note("half a cache-line round trip (one one-way transfer each way, both at once)"),
+                );
+            }
         }
         _ => report.note("limit: none with one rank (nothing crosses between cores)"),
     }

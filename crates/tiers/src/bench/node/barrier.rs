@@ -1,6 +1,8 @@
 //! `tiers bench barrier`: ns per barrier episode, every tiers barrier against std, pthread and
 //! OpenMP barriers ([GPI-MCTP], Fig. 4), all on threads pinned compactly; the `limit` row is
-//! the cache-line round trip between the first two processors in use, measured alongside.
+//! half the cache-line round trip between the first two processors in use, measured
+//! alongside: one one-way transfer, as a two-party barrier needs (each side's flag goes to
+//! the other, both at once).
 
 use super::{peers, threads};
 use serde_json::json;
@@ -79,7 +81,7 @@ pub fn run(opts: &Opts) -> Report {
             let params = [("threads", json!(t))];
             let row = match pair {
                 Some((a, b)) if c.name == limit::IMPL => {
-                    report.push_limit(&params, med * 1e9, limit::round_trip_note(a, b))
+                    report.push_limit(&params, med * 1e9 / 2.0, limit::one_way_note(a, b))
                 }
                 _ => report.push(&c.name, &params, med * 1e9),
             };

@@ -1,9 +1,10 @@
 //! `tiers bench lock`: a contended critical section that increments a shared integer (
 //! [GPI-MCTP], Fig. 5), ns per operation (total time over all operations of all threads): the tiers
 //! locks against std Mutex, parking_lot, the pthread mutex and OpenMP's critical. The `limit`
-//! row is the cache-line round trip between the first two processors in use: what one
-//! hand-over of the lock between them costs (a lock taken again by the same thread, as
-//! test-and-set locks allow, hands nothing over and can be cheaper).
+//! row is half the cache-line round trip between the first two processors in use: one
+//! one-way transfer, what one hand-over of the lock between them costs at least (a lock
+//! taken again by the same thread, as test-and-set locks allow, hands nothing over and can
+//! be cheaper).
 
 use super::{peers, threads};
 use serde_json::json;
@@ -97,7 +98,7 @@ pub fn run(opts: &Opts) -> Report {
             let params = [("threads", json!(t))];
             match pair {
                 Some((a, b)) if c.name == limit::IMPL => {
-                    report.push_limit(&params, med * 1e9, limit::round_trip_note(a, b));
+                    report.push_limit(&params, med * 1e9 / 2.0, limit::one_way_note(a, b));
                 }
                 // compare() divides by iterations per thread; per operation divide by threads.
                 _ => {
