@@ -101,8 +101,14 @@ pub(super) fn run(ctx: &Ctx<'_>) -> Outcome {
             let (letter, n, run_one) = (&letter, &n, &run_one);
             cands.push(Candidate::new("npb-mpi", move |iters| {
                 progress(&ctx.opts, format!("is class {letter}: NPB on {n} ranks"));
+                // Placed as `tiers run` places its ranks: rank i on core i, where each has
+                // one (Open MPI binds to sockets above 2 ranks by default).
+                let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+                let fits = n.parse::<usize>().is_ok_and(|k| k <= cores);
+                let bind = if fits { "core" } else { "none" };
                 let mut c = Command::new("mpirun");
                 c.args(["-n", n])
+                    .args(["--map-by", "core", "--bind-to", bind])
                     .arg(&bin)
                     .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
                 run_one(&mut c, "NPB IS", iters)
