@@ -273,6 +273,17 @@ fn kneighbor_runs_every_route_and_says_when_charm_is_absent() {
             );
         }
     }
+    // The limit, one cache-line round trip per step, at every size (with two processors).
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        for bytes in [16, 256, 4096, 16384] {
+            assert!(
+                res.iter().any(|r| r["impl"] == "limit"
+                    && r["bytes"] == bytes
+                    && r["value"].as_f64().is_some_and(|x| x > 0.0)),
+                "no limit at {bytes} B in {stdout}"
+            );
+        }
+    }
     let notes = v["notes"].to_string();
     assert!(notes.contains("CHARM_DIR is not set"), "{notes}");
     assert!(notes.contains("no progress thread"), "{notes}");
