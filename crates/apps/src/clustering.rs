@@ -701,13 +701,20 @@ mod tests {
             ..Default::default()
         };
         let pool = Pool::builder().threads(1).build().unwrap();
-        for scale in [1.0f32, 1e-10, 1e-20] {
-            let mut small = d.clone();
-            small.data.iter_mut().for_each(|v| *v *= scale);
-            let r = da_pwc(&pool, &small, &opts, |_| {}).unwrap();
-            assert_eq!(r.k, 2, "scale {scale}");
-            let ari = adjusted_rand_index(&r.labels, &truth);
-            assert!(ari > 0.95, "scale {scale}: ARI {ari}");
+        let spidal = ClusterOptions {
+            max_clusters: 2,
+            ..ClusterOptions::spidal()
+        };
+        for opts in [&opts, &spidal] {
+            for scale in [1.0f32, 1e-10, 1e-20] {
+                let mut small = d.clone();
+                small.data.iter_mut().for_each(|v| *v *= scale);
+                let r = da_pwc(&pool, &small, opts, |_| {}).unwrap();
+                let m = opts.method;
+                assert_eq!(r.k, 2, "{m:?}, scale {scale}");
+                let ari = adjusted_rand_index(&r.labels, &truth);
+                assert!(ari > 0.95, "{m:?}, scale {scale}: ARI {ari}");
+            }
         }
     }
 

@@ -101,8 +101,9 @@ impl Builder {
     /// [`Error::Setup`] when the environment is wrong (an unknown engine or progress policy, a
     /// variable that is missing or not a number, several `local` ranks), or the progress
     /// thread cannot be started, [`Error::Io`] when the job's shared
-    /// memory cannot be mapped, [`Error::Mpi`] when MPI fails, and [`Error::Timeout`] or
-    /// [`Error::PeerFailed`] when not every rank joins within the init timeout.
+    /// memory cannot be mapped, [`Error::Mpi`] when MPI fails, [`Error::Setup`] naming the
+    /// init timeout when not every rank joins within it, and [`Error::PeerFailed`] when a
+    /// rank fails before it joins.
     pub fn build(self) -> Result<World> {
         let b = self.resolve()?;
         match engine::from_env()? {

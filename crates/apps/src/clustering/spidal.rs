@@ -361,7 +361,12 @@ pub(super) fn run<D: Delta + ?Sized>(
     // T₀ = twice the mean distance between distinct points.
     let sum: f64 = delta.row_sums().iter().sum::<f64>();
     let pairs = (n * n.saturating_sub(1)).max(1) as f64;
-    let t_initial = (2.0 * sum / pairs).max(1e-12);
+    // Relative to the data's scale (an absolute floor of 1e-12 stopped distances of 1e-20
+    // far above their critical temperature, with one cluster).
+    let t_initial = match 2.0 * sum / pairs {
+        t if t > 0.0 && t.is_finite() => t,
+        _ => f64::MIN_POSITIVE,
+    };
     let t_min = t_initial / 1e5;
     let start: Vec<f64> = {
         let v: Vec<f64> = (0..n).map(|i| 1.0 + 0.5 * i as f64 / n as f64).collect();

@@ -273,7 +273,8 @@ pub trait Engine: Send + Sync {
     /// ([`Error::Timeout`]; the request has gone out, and the same call from the same thread
     /// resumes it, so that the operation is applied once). The default
     /// waits as the untimed call does: right for engines whose atomics complete at once
-    /// (memory) or inside a blocking library call (MPI).
+    /// (memory). The tcp engine and the mpi engine's messages mode bound the wait; the mpi
+    /// engine's windows wait inside MPI.
     fn atomic_fetch_add_timeout(
         &self,
         rank: Rank,

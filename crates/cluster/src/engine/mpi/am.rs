@@ -470,12 +470,23 @@ impl MpiEngine {
         });
         match r {
             Ok(()) => Ok(*p.answer),
+            Err(Error::Timeout) => {
+                am.pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, p);
+                Err(Error::Timeout)
+            }
             Err(e) => {
-                if matches!(e, Error::Timeout) {
-                    am.pending
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key, p);
+                // Requests still posted keep their buffers, as a fence given up on does.
+                let reqs: Vec<Req> = [p.recv, p.send].into_iter().flatten().collect();
+                if !reqs.is_empty() {
+                    let mut rx = am.rx.lock().unwrap_or_else(|e| e.into_inner());
+                    rx.abandoned.push(Abandoned {
+                        reqs,
+                        _answers: vec![p.answer],
+                        _msg: p._msg,
+                    });
                 }
                 Err(e)
             }

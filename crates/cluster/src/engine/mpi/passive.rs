@@ -11,12 +11,21 @@ use crate::timeout::Timeout;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
+/// A passive message from another host, matched: its bytes, and the receive still bringing
+/// them in (`None` once complete).
+struct Incoming {
+    src: Rank,
+    buf: Vec<u8>,
+    recv: Option<Req>,
+}
+
 /// Passive messages between hosts.
 #[derive(Default)]
 pub(super) struct Passive {
-    /// Messages from other hosts taken off MPI, in the order they were matched (a message the
-    /// last receive had no room for stays first in line).
-    inbox: VecDeque<(Rank, Vec<u8>)>,
+    /// Messages from other hosts taken off MPI, in the order they were matched. A message is
+    /// delivered once complete and after every earlier one from its sender; one the last
+    /// receive had no room for stays first in line.
+    inbox: VecDeque<Incoming>,
     /// Bytes in `inbox`.
     inbox_bytes: usize,
     /// Sends not yet completed when their timeout ran out (buffers live here until done).
@@ -51,8 +60,9 @@ impl MpiEngine {
         if let Some(b) = self.am.as_ref().and_then(|a| a.bell.as_ref()) {
             b.ring(rank);
         }
-        // No lock held while waiting: the wait's polls take this rank's own passive messages
-        // in (`passive_take`), which a peer sending to this rank may be waiting for.
+        // No lock held while waiting: in the messages mode the wait's polls take this rank's
+        // own passive messages in (`passive_take`), which a peer sending to this rank may be
+        // waiting for.
         let r = self.am_until(timeout.deadline(), || req.test());
         let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
         p.sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
@@ -65,8 +75,9 @@ impl MpiEngine {
 
     /// Takes passive messages that other hosts sent this rank off MPI, so that their senders
     /// complete while this rank's program does not receive (a large message is complete at
-    /// its sender only once its target matched it): from every wait and progress pass.
-    /// Whether it took any. One thread at a time (the others return at once).
+    /// its sender only once its target matched it): from every wait and progress pass. It
+    /// never waits: a large message's receive is started here and completes in later passes.
+    /// Whether it took or completed any. One thread at a time (the others return at once).
     pub(super) fn passive_take(&self) -> Result<bool> {
         if self.hosts == 1 {
             return Ok(false);
@@ -75,17 +86,28 @@ impl MpiEngine {
             return Ok(false);
         };
         let mut found = false;
+        for m in p.inbox.iter_mut() {
+            if let Some(r) = &mut m.recv {
+                if r.test()? {
+                    m.recv = None;
+                    found = true;
+                }
+            }
+        }
         while p.inbox_bytes < INBOX_MAX {
             let Some(m) = raw::improbe(None, TAG_PASSIVE, self.comm)? else {
                 break;
             };
             let src = m.source;
-            let msg = m.recv(self.pace())?;
+            // SAFETY: the buffer stays in the inbox entry, untouched, until the receive has
+            // completed (entries are delivered or dropped only then; see `Drop`).
+            let (buf, mut recv) = unsafe { m.start_recv()? };
+            let recv = (!recv.test()?).then_some(recv);
             if let Some(b) = self.am.as_ref().and_then(|a| a.bell.as_ref()) {
                 b.took(src);
             }
-            p.inbox_bytes += msg.len();
-            p.inbox.push_back((src, msg));
+            p.inbox_bytes += buf.len();
+            p.inbox.push_back(Incoming { src, buf, recv });
             found = true;
         }
         Ok(found)
@@ -113,17 +135,18 @@ impl MpiEngine {
             self.passive_take()?;
             {
                 let mut p = self.passive.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some((_, msg)) = p.inbox.front() {
-                    if msg.len() > buf.len() {
+                if let Some(i) = deliverable(&p.inbox) {
+                    let need = p.inbox[i].buf.len();
+                    if need > buf.len() {
                         return Err(Error::BufferTooSmall {
-                            need: msg.len(),
+                            need,
                             have: buf.len(),
                         });
                     }
-                    let (src, msg) = p.inbox.pop_front().expect("checked");
-                    p.inbox_bytes -= msg.len();
-                    buf[..msg.len()].copy_from_slice(&msg);
-                    return Ok((src, msg.len()));
+                    let m = p.inbox.remove(i).expect("an index of the inbox");
+                    p.inbox_bytes -= need;
+                    buf[..need].copy_from_slice(&m.buf);
+                    return Ok((m.src, need));
                 }
             }
             match self.host.passive_receive(buf, Timeout::Test) {
@@ -137,6 +160,34 @@ impl MpiEngine {
             if !pace.busy() {
                 let nap = pace.nap(deadline).ok_or(Error::Timeout)?;
                 self.nap(bell, seen, nap);
+            }
+        }
+    }
+}
+
+/// The first message of `inbox` that is complete and has no incomplete one of its sender's
+/// before it (a sender's messages are delivered in order).
+fn deliverable(inbox: &VecDeque<Incoming>) -> Option<usize> {
+    let mut waiting: Vec<Rank> = Vec::new();
+    for (i, m) in inbox.iter().enumerate() {
+        if waiting.contains(&m.src) {
+            continue;
+        }
+        if m.recv.is_none() {
+            return Some(i);
+        }
+        waiting.push(m.src);
+    }
+    None
+}
+
+impl Drop for Passive {
+    /// A receive still bringing a message in keeps its buffer: MPI may write into it until
+    /// it is finalised.
+    fn drop(&mut self) {
+        for m in self.inbox.drain(..) {
+            if m.recv.is_some() {
+                std::mem::forget(m.buf);
             }
         }
     }

@@ -1060,11 +1060,27 @@ impl Matched {
     /// Receives the matched message into a fresh buffer (`MPI_Imrecv` driven to completion,
     /// paced by `pace`: the message is already here or on its way, so this never waits for
     /// the sender to act).
-    pub(crate) fn recv(mut self, pace: Pace) -> Result<Vec<u8>> {
+    pub(crate) fn recv(self, pace: Pace) -> Result<Vec<u8>> {
+        // SAFETY: the buffer is kept until the request completes, just below.
+        let (buf, mut r) = unsafe { self.start_recv()? };
+        r.wait(Deadline::Never, pace)?;
+        Ok(buf)
+    }
+
+    /// Starts receiving the matched message into a fresh buffer (`MPI_Imrecv`): the buffer
+    /// and the request, which completes when the message is all there (for a large message,
+    /// once the sender has sent the rest: it may need the sender's own MPI calls).
+    ///
+    /// # Safety
+    ///
+    /// The buffer (its heap memory: the `Vec` itself may move) must stay alive, unread and
+    /// unresized until the request completes.
+    pub(crate) unsafe fn start_recv(mut self) -> Result<(Vec<u8>, Req)> {
         let mut buf = vec![0u8; self.len];
         let dt = dt_u8();
-        // SAFETY: buf holds len bytes and lives until the request completes below.
-        let mut r = start("MPI_Imrecv", |r| unsafe {
+        // SAFETY: buf holds len bytes and lives until the request completes (the caller's
+        // promise).
+        let r = start("MPI_Imrecv", |r| unsafe {
             ffi::MPI_Imrecv(
                 buf.as_mut_ptr() as *mut c_void,
                 self.len as c_int,
@@ -1073,8 +1089,7 @@ impl Matched {
                 r,
             )
         })?;
-        r.wait(Deadline::Never, pace)?;
-        Ok(buf)
+        Ok((buf, r))
     }
 }
 
