@@ -47,7 +47,10 @@
 //!   have returned owes its peers nothing (it may block in a one-sided collective of the
 //!   [`World`] without stalling a receiver).
 //! - **Queue**: a `Comm` posts on the world's queue 0 and waits for its local completion
-//!   after each round of posts (its staging slots are then free again). A program's own
+//!   after each round of posts (its staging slots are then free again), within the call's
+//!   deadline (a round whose writes are not complete by then leaves them for the next round
+//!   to wait for before it pushes); `flush`, and so `send` and the collectives, end with the
+//!   queue's full wait, the writes in their receivers' rings. A program's own
 //!   requests on queue 0 are waited for with it, so a program that posts there and wants its
 //!   `Comm` calls to return at once should post on another queue.
 //!
